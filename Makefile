@@ -1,0 +1,40 @@
+# staticlet: make demo runs the example pods for real; make test runs every test.
+GO      ?= go
+BIN     := bin/staticlet
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# A static binary: it is also the pause program of every pod sandbox, run
+# from an otherwise empty root.
+export CGO_ENABLED := 0
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: all build deps test bench demo demo-stop lint clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/staticlet
+
+# The packages the tests and the demo run against, from Debian's archive.
+deps:
+	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static; \
+	fi
+
+test: deps build
+	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 25m ./...
+
+bench: deps build
+	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/
+
+demo: deps build
+	packaging/demo.sh start
+
+demo-stop:
+	packaging/demo.sh stop
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

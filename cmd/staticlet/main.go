@@ -1,0 +1,67 @@
+// Command staticlet runs Kubernetes Pod manifests from a directory on one
+// machine through containerd, with no apiserver, and answers questions
+// about them. main only wires: each subcommand lives in its own file.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/staticlet/staticlet/internal/sandbox"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	// The pause sandbox runs this binary; it must not touch cobra or flags.
+	if len(os.Args) == 2 && os.Args[1] == "pause" {
+		os.Exit(sandbox.Pause())
+	}
+	if err := rootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitError carries a process exit code up to main.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 1
+}
+
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "staticlet",
+		Short: "Run Kubernetes static pods on one machine, without an apiserver",
+		Long: `staticlet runs the Pod manifests found in a directory through containerd,
+keeps them running, and reports their status on a local socket and to systemd.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(runCommand(), getCommand(), describeCommand(), validateCommand(), versionCommand())
+	return root
+}
+
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print staticlet's version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "staticlet %s\n", version)
+		},
+	}
+}

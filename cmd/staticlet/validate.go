@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/watch"
+)
+
+func validateCommand() *cobra.Command {
+	var nodeName string
+	cmd := &cobra.Command{
+		Use:   "validate FILE|DIR...",
+		Short: "Check manifests offline, as the daemon would read them",
+		Long: `validate decodes and validates each manifest file, and each file of each
+directory (skipping the same files the daemon skips), with the daemon's
+rules. It prints one line per pod or error and exits 1 if any file is invalid.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if nodeName == "" {
+				nodeName, _ = os.Hostname()
+			}
+			decode := func(path string, data []byte) ([]*pod.Pod, error) {
+				return pod.Decode(path, data, pod.Options{NodeName: nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
+			}
+			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			bad := 0
+			for _, arg := range args {
+				snap := watch.ReadOnce(arg, decode)
+				if snap.Err != nil {
+					fmt.Fprintf(errOut, "%s: %v\n", arg, snap.Err)
+					bad++
+				}
+				for _, f := range snap.Files {
+					if f.Err != nil {
+						fmt.Fprintln(errOut, f.Err)
+						bad++
+						continue
+					}
+					for _, p := range f.Pods {
+						fmt.Fprintf(out, "%s: pod %s ok\n", f.Path, p.Key())
+					}
+				}
+			}
+			if bad > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d invalid manifest file(s)", bad)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
+	return cmd
+}

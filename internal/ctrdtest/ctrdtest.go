@@ -1,0 +1,362 @@
+// Package ctrdtest starts a private containerd for integration tests, so that
+// tests of staticlet's containerd adapters run against the real daemon and
+// runc without touching the host's containerd.
+//
+// It owns one daemon per Env: its temp directory (root, state, sockets, log),
+// the child process, and everything left behind when it stops: tasks and
+// containers in every namespace, shim processes started for its socket,
+// mounts under its directory. It does not choose namespaces; callers pass
+// theirs (staticlet uses "staticlet") to ImportImage and their own calls.
+//
+// It is meant to be imported only from _test.go files, and by tools such as
+// benchmarks through StartDaemon. An Env is safe for concurrent use; several
+// Envs may run in one process. Containers in different Envs that share a
+// namespace and ID also share runc's state directory
+// (/run/containerd/runc/<namespace>/<id>) and cgroup path, so tests that run
+// in parallel should use unique container IDs.
+//
+// Shims daemonize, so when they exit their parent is whichever process reaps
+// orphans. Some inits (in VMs and containers) never do, and each task would
+// leave a zombie shim behind. So StartDaemon makes the calling process a child
+// subreaper, and Stop reaps the exited shims it then inherits. This affects
+// the whole process: other orphaned descendants also become its children.
+package ctrdtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"golang.org/x/sys/unix"
+)
+
+// Timeouts for the daemon's lifecycle. Generous because CI machines are slow;
+// none of them is waited out on the happy path.
+const (
+	startTimeout = 30 * time.Second
+	stopTimeout  = 60 * time.Second
+	callTimeout  = 10 * time.Second
+	termTimeout  = 10 * time.Second
+)
+
+// maxSocketPath is the longest unix socket path the kernel accepts
+// (sizeof(sockaddr_un.sun_path) minus the terminating NUL).
+const maxSocketPath = 107
+
+// Snapshotter names as containerd registers them.
+const (
+	SnapshotterOverlay = "overlayfs"
+	SnapshotterNative  = "native"
+)
+
+// Env is a running private containerd. Its exported fields are set by
+// Start or StartDaemon and must not be changed.
+type Env struct {
+	// Dir is the temp directory holding everything below.
+	Dir string
+	// Address is the containerd gRPC socket path, for client.New.
+	Address string
+	// Root and State are containerd's root and state directories.
+	Root, State string
+	// Snapshotter is the snapshotter images are unpacked for and containers
+	// should use: overlayfs when it works on Dir's file system, else native.
+	Snapshotter string
+	// Version is the daemon's version, as its Version service reports it.
+	Version string
+	// LogPath is the file holding the daemon's stdout and stderr.
+	LogPath string
+
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has been waited for
+	waitErr error         // cmd.Wait's result, valid once exited is closed
+	client  *client.Client
+}
+
+// Start starts a private containerd in a new temp directory and registers a
+// cleanup that stops it and removes everything it left behind. It skips the
+// test when not running as root or when containerd, its runc shim or runc is
+// missing, unless the environment variable CI is "true", in which case it
+// fails the test instead. On test failure the daemon's log is logged.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	if err := Preflight(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("ctrdtest: %v", err)
+		}
+		t.Skipf("ctrdtest: %v", err)
+	}
+	dir, err := tempDir()
+	if err != nil {
+		t.Fatalf("ctrdtest: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	e, err := StartDaemon(ctx, dir)
+	if e != nil {
+		t.Cleanup(func() {
+			if t.Failed() {
+				e.logDaemonLog(t)
+			}
+			stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+			defer cancel()
+			if err := e.Stop(stopCtx); err != nil {
+				t.Errorf("ctrdtest: %v", err)
+			}
+		})
+	} else if rmErr := os.RemoveAll(dir); rmErr != nil {
+		t.Logf("ctrdtest: removing %s: %v", dir, rmErr)
+	}
+	if err != nil {
+		t.Fatalf("ctrdtest: %v", err)
+	}
+	t.Logf("ctrdtest: containerd %s at %s (snapshotter %s)", e.Version, e.Address, e.Snapshotter)
+	return e
+}
+
+// Preflight reports why a private containerd cannot be started here: not
+// root, or containerd, containerd-shim-runc-v2 or runc not found.
+func Preflight() error {
+	if os.Geteuid() != 0 {
+		return errors.New("containerd tests need root")
+	}
+	if _, err := containerdBinary(); err != nil {
+		return err
+	}
+	for _, bin := range []string{"containerd-shim-runc-v2", "runc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return fmt.Errorf("looking up %s: %w", bin, err)
+		}
+	}
+	return nil
+}
+
+// containerdBinary prefers the distribution's containerd, then PATH.
+func containerdBinary() (string, error) {
+	const system = "/usr/bin/containerd"
+	if _, err := os.Stat(system); err == nil {
+		return system, nil
+	}
+	p, err := exec.LookPath("containerd")
+	if err != nil {
+		return "", fmt.Errorf("looking up containerd: %w", err)
+	}
+	return p, nil
+}
+
+// tempDir makes a directory short enough for the sockets inside it: TMPDIR
+// may be long (for example under a CI workspace), and a socket path over
+// maxSocketPath bytes fails to bind.
+func tempDir() (string, error) {
+	dir, err := os.MkdirTemp("", "ctrd")
+	if err != nil {
+		return "", fmt.Errorf("creating temp dir: %w", err)
+	}
+	if len(socketPaths(dir)[1]) <= maxSocketPath {
+		return dir, nil
+	}
+	os.Remove(dir)
+	dir, err = os.MkdirTemp("/tmp", "ctrd")
+	if err != nil {
+		return "", fmt.Errorf("creating temp dir: %w", err)
+	}
+	return dir, nil
+}
+
+// socketPaths returns the gRPC and ttrpc socket paths inside dir.
+func socketPaths(dir string) [2]string {
+	grpc := filepath.Join(dir, "c.sock")
+	return [2]string{grpc, grpc + ".ttrpc"}
+}
+
+// StartDaemon starts containerd with its root, state, sockets and log in dir,
+// an existing, empty directory short enough for socket paths, and waits until
+// it answers or ctx is done. Whenever it returns a non-nil Env, even with an
+// error, the caller must call Stop, which also removes dir.
+func StartDaemon(ctx context.Context, dir string) (*Env, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolving %s: %w", dir, err)
+	}
+	socks := socketPaths(dir)
+	if len(socks[1]) > maxSocketPath {
+		return nil, fmt.Errorf("socket path %s is longer than %d bytes", socks[1], maxSocketPath)
+	}
+	bin, err := containerdBinary()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("becoming child subreaper: %w", err)
+	}
+	e := &Env{
+		Dir:     dir,
+		Address: socks[0],
+		Root:    filepath.Join(dir, "root"),
+		State:   filepath.Join(dir, "state"),
+		LogPath: filepath.Join(dir, "containerd.log"),
+		exited:  make(chan struct{}),
+	}
+	configPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(configPath, []byte(config(dir, socks)), 0o600); err != nil {
+		return nil, fmt.Errorf("writing containerd config: %w", err)
+	}
+	logFile, err := os.OpenFile(e.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("creating containerd log: %w", err)
+	}
+	defer logFile.Close() // the child has its own copy once started
+
+	e.cmd = exec.Command(bin, "--config", configPath, "--log-level", "debug")
+	e.cmd.Stdout = logFile
+	e.cmd.Stderr = logFile
+	e.cmd.Dir = dir
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Own process group, so a terminal's ^C reaches only the test, which
+		// then stops the daemon in its cleanup. Pdeathsig covers a test
+		// binary that dies without cleaning up (it fires when the thread that
+		// started the daemon exits, which Go threads do only with the process).
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := e.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() {
+		e.waitErr = e.cmd.Wait()
+		close(e.exited)
+	}()
+
+	if err := e.waitReady(ctx); err != nil {
+		return e, err
+	}
+	if err := e.chooseSnapshotter(ctx); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// config returns containerd 1.6's config (version 2) for a daemon living in
+// dir. Plugins that need hardware, kernel features or configuration that a
+// test machine lacks are disabled, CRI among them: staticlet does not use it.
+// The v1 runtime (io.containerd.runtime.v1.linux) stays enabled although
+// nothing uses it: 1.6's tasks service fails to load without it.
+// There is no daemon-wide default runtime outside CRI: the client picks
+// io.containerd.runc.v2 and, without runtime options, runc uses cgroupfs
+// (SystemdCgroup false), which is what we want without systemd.
+func config(dir string, socks [2]string) string {
+	q := strconv.Quote // TOML basic strings escape like Go for plain paths
+	disabled := []string{
+		"io.containerd.grpc.v1.cri",
+		"io.containerd.snapshotter.v1.aufs",
+		"io.containerd.snapshotter.v1.btrfs",
+		"io.containerd.snapshotter.v1.devmapper",
+		"io.containerd.snapshotter.v1.zfs",
+		"io.containerd.tracing.processor.v1.otlp",
+		"io.containerd.internal.v1.tracing",
+	}
+	for i, p := range disabled {
+		disabled[i] = q(p)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "version = 2\n")
+	fmt.Fprintf(&b, "root = %s\n", q(filepath.Join(dir, "root")))
+	fmt.Fprintf(&b, "state = %s\n", q(filepath.Join(dir, "state")))
+	fmt.Fprintf(&b, "disabled_plugins = [%s]\n\n", strings.Join(disabled, ", "))
+	fmt.Fprintf(&b, "[grpc]\n  address = %s\n\n", q(socks[0]))
+	fmt.Fprintf(&b, "[ttrpc]\n  address = %s\n\n", q(socks[1]))
+	fmt.Fprintf(&b, "[debug]\n  address = \"\"\n\n")
+	fmt.Fprintf(&b, "[metrics]\n  address = \"\"\n\n")
+	// The opt plugin would otherwise create /opt/containerd on the host.
+	fmt.Fprintf(&b, "[plugins.\"io.containerd.internal.v1.opt\"]\n  path = %s\n", q(filepath.Join(dir, "opt")))
+	return b.String()
+}
+
+// waitReady polls the daemon's Version service until it answers, the daemon
+// exits or ctx is done.
+func (e *Env) waitReady(ctx context.Context) error {
+	c, err := client.New(e.Address, client.WithTimeout(callTimeout))
+	if err != nil {
+		return fmt.Errorf("creating containerd client for %s: %w", e.Address, err)
+	}
+	e.client = c
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		if _, err := os.Stat(e.Address); err == nil {
+			callCtx, cancel := context.WithTimeout(ctx, time.Second)
+			v, err := c.Version(callCtx)
+			cancel()
+			if err == nil {
+				e.Version = v.Version
+				return nil
+			}
+			lastErr = err
+		}
+		select {
+		case <-e.exited:
+			return fmt.Errorf("containerd exited before it was ready (%v); log in %s", e.waitErr, e.LogPath)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for containerd at %s: %w (last error: %v)", e.Address, ctx.Err(), lastErr)
+		case <-tick.C:
+		}
+	}
+}
+
+// chooseSnapshotter picks overlayfs when its plugin loaded (containerd tests
+// an overlay mount on its root when loading it) and native otherwise.
+func (e *Env) chooseSnapshotter(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := e.client.IntrospectionService().Plugins(ctx,
+		"type==io.containerd.snapshotter.v1,id=="+SnapshotterOverlay)
+	if err != nil {
+		return fmt.Errorf("listing containerd snapshotter plugins: %w", err)
+	}
+	e.Snapshotter = SnapshotterNative
+	if ps := resp.GetPlugins(); len(ps) == 1 && ps[0].GetInitErr() == nil {
+		e.Snapshotter = SnapshotterOverlay
+	}
+	return nil
+}
+
+// Client returns a new client of the daemon, closed when t's test ends. It has
+// no default namespace: use namespaces.WithNamespace on contexts.
+func (e *Env) Client(t testing.TB) *client.Client {
+	t.Helper()
+	c, err := client.New(e.Address, client.WithTimeout(callTimeout))
+	if err != nil {
+		t.Fatalf("ctrdtest: creating containerd client: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// logDaemonLog logs the daemon's log, up to its last 64 KiB.
+func (e *Env) logDaemonLog(t testing.TB) {
+	t.Helper()
+	b, err := os.ReadFile(e.LogPath)
+	if err != nil {
+		t.Logf("ctrdtest: reading containerd log: %v", err)
+		return
+	}
+	const max = 64 << 10
+	if len(b) > max {
+		b = b[len(b)-max:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	t.Logf("ctrdtest: containerd log (%s):\n%s", e.LogPath, b)
+}

@@ -1,0 +1,254 @@
+package ctrdtest
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+)
+
+// TestRunContainer proves the harness and the test image on this machine: a
+// container from the imported image runs a shell that exits 3.
+func TestRunContainer(t *testing.T) {
+	env := Start(t)
+	const ns = "staticlet"
+	img := env.ImportImage(t, ns, "")
+	c := env.Client(t)
+
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), ns), time.Minute)
+	defer cancel()
+	id := "ctrdtest-" + rand.Text()[:8] // unique: cgroup paths are shared across daemons
+	ctr, err := c.NewContainer(ctx, id,
+		client.WithImage(img),
+		client.WithSnapshotter(env.Snapshotter),
+		client.WithNewSnapshot(id+"-snapshot", img),
+		client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("sh", "-c", "echo hi; exit 3")),
+	)
+	if err != nil {
+		t.Fatalf("NewContainer: %v", err)
+	}
+	// No deferred cleanup of ctr or its task: Env's cleanup must do it.
+
+	var stdout, stderr strings.Builder
+	task, err := ctr.NewTask(ctx, cio.NewCreator(cio.WithStreams(nil, &stdout, &stderr)))
+	if err != nil {
+		t.Fatalf("NewTask: %v", err)
+	}
+	exitCh, err := task.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := task.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	select {
+	case st := <-exitCh:
+		code, _, err := st.Result()
+		if err != nil {
+			t.Fatalf("exit status: %v", err)
+		}
+		if code != 3 {
+			t.Errorf("exit code = %d, want 3", code)
+		}
+	case <-ctx.Done():
+		t.Fatalf("waiting for task exit: %v", ctx.Err())
+	}
+	// Delete waits for the output to be copied.
+	if _, err := task.Delete(ctx); err != nil {
+		t.Fatalf("task Delete: %v", err)
+	}
+	if got := stdout.String(); got != "hi\n" {
+		t.Errorf("stdout = %q, want %q (stderr %q)", got, "hi\n", stderr.String())
+	}
+}
+
+// TestStopLeavesNothing checks that Stop removes a running task's shim and
+// container process, its mounts and the temp dir, whether containerd is still
+// there to delete the task or was killed and left them behind.
+func TestStopLeavesNothing(t *testing.T) {
+	tests := []struct {
+		name       string
+		killDaemon bool
+	}{
+		{name: "daemon running"},
+		{name: "daemon killed", killDaemon: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			testStopLeavesNothing(t, tt.killDaemon)
+		})
+	}
+}
+
+func testStopLeavesNothing(t *testing.T, killDaemon bool) {
+	if err := Preflight(); err != nil {
+		t.Skip(err)
+	}
+	dir, err := tempDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := StartDaemon(ctx, dir)
+	if env == nil {
+		os.RemoveAll(dir)
+	}
+	if err != nil {
+		if env != nil {
+			env.Stop(ctx)
+		}
+		t.Fatalf("StartDaemon: %v", err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			env.Stop(ctx)
+		}
+	})
+
+	const ns, ref = "other", "example.com/busybox:other"
+	img := env.ImportImage(t, ns, ref)
+	if got := img.Name(); got != ref {
+		t.Errorf("image name = %q, want %q", got, ref)
+	}
+	c := env.Client(t)
+	nsCtx := namespaces.WithNamespace(ctx, ns)
+	id := "ctrdtest-" + rand.Text()[:8]
+	ctr, err := c.NewContainer(nsCtx, id,
+		client.WithSnapshotter(env.Snapshotter),
+		client.WithNewSnapshot(id, img),
+		client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("sleep", "600")),
+	)
+	if err != nil {
+		t.Fatalf("NewContainer: %v", err)
+	}
+	task, err := ctr.NewTask(nsCtx, cio.NullIO)
+	if err != nil {
+		t.Fatalf("NewTask: %v", err)
+	}
+	if err := task.Start(nsCtx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	initPID := int(task.Pid())
+	if killDaemon {
+		if err := env.cmd.Process.Kill(); err != nil {
+			t.Fatalf("killing containerd: %v", err)
+		}
+		<-env.exited
+	}
+
+	stopped = true
+	if err := env.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("after Stop, stat %s: %v, want not exist", dir, err)
+	}
+	if err := waitGone(initPID, 5*time.Second); err != nil {
+		t.Errorf("container init: %v", err)
+	}
+	procs, err := listProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := os.Getpid()
+	for _, p := range procs {
+		if strings.Contains(strings.Join(p.args, " "), dir) {
+			t.Errorf("process %d %q outlived Stop", p.pid, p.args)
+		}
+		if p.ppid == self && p.state == 'Z' {
+			t.Errorf("zombie child %d (%s) left unreaped", p.pid, p.comm)
+		}
+	}
+	points, err := mountPointsUnder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(points) != 0 {
+		t.Errorf("mounts under %s outlived Stop: %q", dir, points)
+	}
+	leftovers, err := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", ns, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := filepath.Join(runcRoot, ns, id); exists(st) {
+		leftovers = append(leftovers, st)
+	}
+	if len(leftovers) != 0 {
+		t.Errorf("cgroups or runc state outlived Stop: %q", leftovers)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		in   string
+		want proc
+	}{
+		{"12 (sh) S 1 12 12 0", proc{pid: 12, ppid: 1, state: 'S', comm: "sh"}},
+		{"13 (a (b) c) Z 7 13", proc{pid: 13, ppid: 7, state: 'Z', comm: "a (b) c"}},
+	}
+	for _, tt := range tests {
+		got, err := parseStat(tt.in)
+		if err != nil || got.pid != tt.want.pid || got.ppid != tt.want.ppid || got.state != tt.want.state || got.comm != tt.want.comm {
+			t.Errorf("parseStat(%q) = %+v, %v, want %+v", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "12 sh S 1", "12 (sh) S"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q) succeeded, want error", bad)
+		}
+	}
+}
+
+func TestArgValue(t *testing.T) {
+	args := []string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "ns", "-id", "x", "--address=/a/c.sock"}
+	tests := []struct{ name, want string }{
+		{"namespace", "ns"},
+		{"id", "x"},
+		{"address", "/a/c.sock"},
+		{"publish-binary", ""},
+	}
+	for _, tt := range tests {
+		if got := argValue(args, tt.name); got != tt.want {
+			t.Errorf("argValue(%q, %q) = %q, want %q", args, tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestUnescapeMountPath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"/plain", "/plain"},
+		{`/a\040b`, "/a b"},
+		{`/a\134b`, `/a\b`},
+		{`/trailing\04`, `/trailing\04`},
+	}
+	for _, tt := range tests {
+		if got := unescapeMountPath(tt.in); got != tt.want {
+			t.Errorf("unescapeMountPath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestConfigMentionsSockets(t *testing.T) {
+	dir := "/tmp/ctrd123"
+	cfg := config(dir, socketPaths(dir))
+	for _, want := range []string{`address = "/tmp/ctrd123/c.sock"`, `"io.containerd.grpc.v1.cri"`, "version = 2"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("config(%q) lacks %s:\n%s", dir, want, cfg)
+		}
+	}
+}

@@ -1,0 +1,451 @@
+package ctrdtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// Stop tears the daemon down and removes Dir: it deletes every task and
+// container in every namespace, stops containerd (SIGTERM, then SIGKILL after
+// a timeout), has runc force-delete containers whose shim did not (which also
+// removes their cgroups), kills shims started for its socket that are still
+// running and
+// the processes they parent, reaps the exited shims and killed processes it
+// inherited as child subreaper, unmounts whatever is still mounted under Dir and
+// removes Dir. It carries on past failures and returns them all joined.
+// Stop is for one caller, once.
+func (e *Env) Stop(ctx context.Context) error {
+	var errs []error
+	if e.client != nil {
+		errs = append(errs, e.deleteAll(ctx))
+		errs = append(errs, e.client.Close())
+	}
+	errs = append(errs, e.stopDaemon(ctx))
+	errs = append(errs, deleteRuncLeftovers(ctx, e.Dir))
+	killed, err := killShims(e.Address)
+	errs = append(errs, err)
+	errs = append(errs, reapZombies(func(p proc) bool {
+		return strings.HasPrefix(p.comm, "containerd-shim") || slices.Contains(killed, p.pid)
+	}))
+	errs = append(errs, unmountUnder(e.Dir))
+	if err := os.RemoveAll(e.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("removing %s: %w", e.Dir, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stopping containerd at %s: %w", e.Address, err)
+	}
+	return nil
+}
+
+// deleteAll kills and deletes every task and deletes every container, with
+// its snapshot, in every namespace, so their shims exit and unmount their
+// rootfs while containerd still runs.
+func (e *Env) deleteAll(ctx context.Context) error {
+	if e.exitedEarly() {
+		return nil
+	}
+	listCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	nss, err := e.client.NamespaceService().List(listCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("listing namespaces: %w", err)
+	}
+	var errs []error
+	for _, ns := range nss {
+		nsCtx := namespaces.WithNamespace(ctx, ns)
+		listCtx, cancel := context.WithTimeout(nsCtx, callTimeout)
+		cs, err := e.client.Containers(listCtx)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing containers in namespace %s: %w", ns, err))
+			continue
+		}
+		for _, c := range cs {
+			if err := deleteContainer(nsCtx, c); err != nil {
+				errs = append(errs, fmt.Errorf("deleting container %s/%s: %w", ns, c.ID(), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteContainer deletes c's task, killing its processes first, then c and
+// its snapshot.
+func deleteContainer(ctx context.Context, c client.Container) error {
+	taskCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	task, err := c.Task(taskCtx, nil)
+	switch {
+	case errdefs.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("loading task: %w", err)
+	default:
+		// Kill every process of the container, not only its init, so that
+		// none outlives the task in a shared PID namespace.
+		if err := task.Kill(taskCtx, syscall.SIGKILL, client.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("killing task: %w", err)
+		}
+		if _, err := task.Delete(taskCtx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("deleting task: %w", err)
+		}
+	}
+	delCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if err := c.Delete(delCtx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// exitedEarly reports whether the daemon has already exited.
+func (e *Env) exitedEarly() bool {
+	select {
+	case <-e.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopDaemon sends SIGTERM and waits, then SIGKILL when termTimeout passes or
+// ctx is done.
+func (e *Env) stopDaemon(ctx context.Context) error {
+	if e.cmd == nil || e.cmd.Process == nil {
+		return nil
+	}
+	if e.exitedEarly() {
+		return nil
+	}
+	if err := e.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signalling containerd: %w", err)
+	}
+	timer := time.NewTimer(termTimeout)
+	defer timer.Stop()
+	select {
+	case <-e.exited:
+		return nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	if err := e.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("killing containerd: %w", err)
+	}
+	<-e.exited // SIGKILL cannot be ignored; the wait is short
+	return fmt.Errorf("containerd ignored SIGTERM for %v; killed it", termTimeout)
+}
+
+// runcRoot is where the runc shim (containerd 1.6 to 2.x) keeps runc's state,
+// one directory per namespace, for every containerd on the host.
+const runcRoot = "/run/containerd/runc"
+
+// deleteRuncLeftovers runs `runc delete --force` for every container in
+// runcRoot whose rootfs is under dir: containers of this daemon that no shim
+// deleted because containerd or the shim died first. It kills their processes
+// and removes their cgroups and runc state, which would otherwise outlive the
+// test and collide with a later container of the same namespace and ID.
+func deleteRuncLeftovers(ctx context.Context, dir string) error {
+	states, err := filepath.Glob(filepath.Join(runcRoot, "*", "*", "state.json"))
+	if err != nil {
+		return fmt.Errorf("listing runc state: %w", err)
+	}
+	var errs []error
+	for _, state := range states {
+		b, err := os.ReadFile(state)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		var st struct {
+			Config struct {
+				Rootfs string `json:"rootfs"`
+			} `json:"config"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil || !strings.HasPrefix(st.Config.Rootfs, dir+"/") {
+			continue
+		}
+		id := filepath.Base(filepath.Dir(state))
+		root := filepath.Dir(filepath.Dir(state))
+		runCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		out, err := exec.CommandContext(runCtx, "runc", "--root", root, "delete", "--force", id).CombinedOutput()
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("runc delete --force %s in %s: %w: %s", id, root, err, bytes.TrimSpace(out)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killShims kills shims still running for the daemon at address, found by the
+// "-address <address>" in their command line, and the processes they parent
+// (container inits, which a shim reaps as subreaper), children first. It also
+// removes the sockets the killed shims leave in /run/containerd/s. It returns
+// the PIDs it killed.
+func killShims(address string) ([]int, error) {
+	procs, err := listProcs()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		killed []int
+		errs   []error
+	)
+	for _, shim := range procs {
+		if !isShimFor(shim.args, address) {
+			continue
+		}
+		var pids []int
+		for _, p := range procs {
+			if p.ppid == shim.pid {
+				pids = append(pids, p.pid)
+			}
+		}
+		pids = append(pids, shim.pid)
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("killing leftover process %d of shim %d: %w", pid, shim.pid, err))
+				continue
+			}
+			killed = append(killed, pid)
+		}
+		removeShimSocket(address, shim.args)
+		// Once the shim is a zombie or gone, its unreaped children have been
+		// reparented, to this process if it is their subreaper.
+		errs = append(errs, waitGone(shim.pid, 5*time.Second))
+	}
+	return killed, errors.Join(errs...)
+}
+
+// reapZombies reaps this process's zombie children that match: shims of any
+// Env in this process and processes killShims killed, which it inherited as
+// child subreaper. Only zombies are waited for, and this process starts none
+// of them itself, so this cannot steal an exit status an exec.Cmd waits for.
+func reapZombies(match func(proc) bool) error {
+	procs, err := listProcs()
+	if err != nil {
+		return err
+	}
+	self := os.Getpid()
+	var errs []error
+	for _, p := range procs {
+		if p.ppid != self || p.state != 'Z' || !match(p) {
+			continue
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
+			errs = append(errs, fmt.Errorf("reaping process %d (%s): %w", p.pid, p.comm, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type proc struct {
+	pid, ppid int
+	state     byte   // as in /proc/<pid>/stat: R, S, Z, ...
+	comm      string // command name, at most 15 bytes
+	args      []string
+}
+
+// listProcs reads the PID, parent PID and arguments of every process.
+// Processes that exit while being read are left out.
+func listProcs() ([]proc, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	var procs []proc
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		p, err := readProc(pid)
+		if err != nil {
+			continue
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// readProc reads a process's /proc/<pid>/stat and cmdline. A zombie has no
+// arguments.
+func readProc(pid int) (proc, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return proc{}, err
+	}
+	p, err := parseStat(string(stat))
+	if err != nil {
+		return proc{}, fmt.Errorf("parsing %s/stat: %w", dir, err)
+	}
+	cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+	if err != nil {
+		return proc{}, err
+	}
+	if len(cmdline) > 0 {
+		p.args = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	}
+	return p, nil
+}
+
+// parseStat parses the PID, command name, state and parent PID from the
+// start of a /proc/<pid>/stat line: "pid (comm) state ppid ...". The command
+// name may itself contain spaces and parentheses, hence the last ')'.
+func parseStat(stat string) (proc, error) {
+	open, closing := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if open < 0 || closing < open {
+		return proc{}, fmt.Errorf("malformed stat %q", stat)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(stat[:open]))
+	if err != nil {
+		return proc{}, fmt.Errorf("malformed stat %q: %w", stat, err)
+	}
+	rest := strings.Fields(stat[closing+1:])
+	if len(rest) < 2 || len(rest[0]) != 1 {
+		return proc{}, fmt.Errorf("malformed stat %q", stat)
+	}
+	ppid, err := strconv.Atoi(rest[1])
+	if err != nil {
+		return proc{}, fmt.Errorf("malformed stat %q: %w", stat, err)
+	}
+	return proc{pid: pid, ppid: ppid, state: rest[0][0], comm: stat[open+1 : closing]}, nil
+}
+
+// isShimFor reports whether args are those of a containerd shim serving the
+// daemon at address.
+func isShimFor(args []string, address string) bool {
+	if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+		return false
+	}
+	return argValue(args, "address") == address
+}
+
+// argValue returns the value of flag name ("-name v", "--name v" or
+// "-name=v") in args, or "".
+func argValue(args []string, name string) string {
+	for i, a := range args {
+		for _, prefix := range []string{"-" + name, "--" + name} {
+			if a == prefix && i+1 < len(args) {
+				return args[i+1]
+			}
+			if v, ok := strings.CutPrefix(a, prefix+"="); ok {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// removeShimSocket removes the socket a killed shim leaves behind. containerd
+// 1.6 to 2.x name it /run/containerd/s/<sha256 of address/namespace/id>; if
+// that ever changes, this removes nothing, which is harmless.
+func removeShimSocket(address string, args []string) {
+	ns, id := argValue(args, "namespace"), argValue(args, "id")
+	if ns == "" || id == "" {
+		return
+	}
+	sum := sha256.Sum256([]byte(filepath.Join(address, ns, id)))
+	os.Remove(filepath.Join("/run/containerd/s", fmt.Sprintf("%x", sum)))
+}
+
+// waitGone waits until pid no longer exists or is a zombie.
+func waitGone(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		p, err := readProc(pid)
+		if err != nil || p.state == 'Z' {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d still running %v after SIGKILL", pid, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// unmountUnder lazily unmounts every mount point under dir, deepest first.
+func unmountUnder(dir string) error {
+	points, err := mountPointsUnder(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range points {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountPointsUnder returns the mount points strictly under dir from
+// /proc/self/mountinfo, deepest first.
+func mountPointsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		// Fields: ID, parent ID, major:minor, root, mount point, ...
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMountPath(fields[4])
+		if strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading mounts: %w", err)
+	}
+	slices.SortFunc(points, func(a, b string) int {
+		if d := strings.Count(b, "/") - strings.Count(a, "/"); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return slices.Compact(points), nil
+}
+
+// unescapeMountPath undoes the kernel's octal escaping (\040 for a space, and
+// likewise tab, newline and backslash) of mountinfo paths.
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,391 @@
+package pod
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v3"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// Options says where manifests are decoded: the node they run on and the
+// source they came from.
+type Options struct {
+	// NodeName is this node's name; it is appended to every pod name and set
+	// as spec.nodeName. Required.
+	NodeName string
+	// SourceKind is SourceFile or SourceHTTP; empty means SourceFile.
+	SourceKind string
+	// Seen is when the source was read, recorded in AnnotationSeen.
+	Seen time.Time
+}
+
+// Decode turns one manifest file into the pods it defines, defaulted,
+// validated and with their static pod identity (see the package's identity
+// rules in identity.go). path names the file in errors and in Pod.Source and
+// takes part in the UID; it is used exactly as given.
+//
+// A file holds a Pod, a PodList, a List of Pods, or several of those as YAML
+// documents separated by "---"; JSON works too. Decoding is strict: an
+// unknown field, a value of the wrong type or a duplicate field is an error.
+// The file is taken whole: if any part of it is invalid, Decode returns no
+// pods and an ErrorList with every problem found, each with its field path
+// and, when known, its line.
+func Decode(path string, data []byte, opts Options) ([]*Pod, error) {
+	if opts.NodeName == "" {
+		return nil, fmt.Errorf("decoding %s: no node name given", path)
+	}
+	if opts.SourceKind == "" {
+		opts.SourceKind = SourceFile
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
+	if !utf8.Valid(data) {
+		bad := len(data)
+		for i := 0; i < len(data); {
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size <= 1 {
+				bad = i
+				break
+			}
+			i += size
+		}
+		line := 1 + bytes.Count(data[:bad], []byte("\n"))
+		return nil, ErrorList{{File: path, Line: line, Msg: "not UTF-8 text (is this a binary file?)"}}
+	}
+
+	var (
+		errs  ErrorList
+		pods  []*Pod
+		lines = map[Key]int{}
+	)
+	for _, doc := range splitDocuments(data) {
+		decoded, derrs := decodeDocument(path, doc)
+		errs = append(errs, derrs...)
+		for _, d := range decoded {
+			p, problems := prepare(d.pod, path, opts)
+			for _, pr := range problems {
+				errs = append(errs, &Error{
+					File:  path,
+					Line:  d.line(pr.field),
+					Field: d.prefix + pr.field,
+					Msg:   pr.msg,
+				})
+			}
+			if p == nil {
+				continue
+			}
+			line := d.line("metadata.name")
+			if first, dup := lines[p.Key()]; dup {
+				msg := fmt.Sprintf("pod %s is defined twice in this file", p.Key())
+				if first > 0 {
+					msg += fmt.Sprintf(" (first at line %d)", first)
+				}
+				errs = append(errs, &Error{File: path, Line: line, Field: d.prefix + "metadata.name", Msg: msg})
+				continue
+			}
+			lines[p.Key()] = line
+			pods = append(pods, p)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if len(pods) == 0 {
+		return nil, ErrorList{{File: path, Msg: "no pods in file"}}
+	}
+	return pods, nil
+}
+
+// document is one YAML document of a file.
+type document struct {
+	offset int // lines of the file before the document's first line
+	data   []byte
+}
+
+// splitDocuments splits a YAML stream at its "---" lines. Each part starts
+// with its marker line, the marker blanked so that text after it stays in
+// place, and keeps its line offset so that errors name lines of the file.
+func splitDocuments(data []byte) []document {
+	buf := bytes.Clone(data)
+	var docs []document
+	start, first := 0, 0 // byte offset and line index of the current document
+	for pos, line := 0, 0; pos < len(buf); line++ {
+		end := len(buf)
+		if i := bytes.IndexByte(buf[pos:], '\n'); i >= 0 {
+			end = pos + i + 1
+		}
+		if isSeparator(buf[pos:end]) {
+			docs = append(docs, document{offset: first, data: buf[start:pos]})
+			copy(buf[pos:], "   ")
+			start, first = pos, line
+		}
+		pos = end
+	}
+	return append(docs, document{offset: first, data: buf[start:]})
+}
+
+// isSeparator reports whether line is a YAML document start marker.
+func isSeparator(line []byte) bool {
+	if !bytes.HasPrefix(line, []byte("---")) {
+		return false
+	}
+	return len(line) == 3 || strings.ContainsRune(" \t\r\n", rune(line[3]))
+}
+
+// decodedPod is one pod decoded from a document, with what is needed to
+// place errors found in it later.
+type decodedPod struct {
+	pod    *v1.Pod
+	node   *yaml.Node // the pod's node, nil when the YAML tree is unavailable
+	prefix string     // field path of the pod in its document ("items[2]." in a list)
+	offset int
+}
+
+// line returns the file line of the field at path (relative to the pod), or
+// 0 when unknown.
+func (d *decodedPod) line(path string) int {
+	if d.node == nil {
+		return 0
+	}
+	return d.offset + lineOf(d.node, path)
+}
+
+// podDoc is a Pod as decoded from a manifest; its Status shadows the Pod's
+// so that whatever a manifest holds there is ignored.
+type podDoc struct {
+	v1.Pod
+	Status json.RawMessage `json:"status,omitempty"`
+}
+
+// podListDoc is a PodList or a List of Pods.
+type podListDoc struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []podDoc `json:"items"`
+}
+
+// decodeDocument decodes the Pods of one document strictly. A document with
+// nothing in it gives neither pods nor errors.
+func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
+	// The JSON comes from the same YAML library the kubelet and kubectl use,
+	// so values mean what they would mean there. The node tree is only for
+	// the schema check and line numbers.
+	js, jsErr := sigsyaml.YAMLToJSONStrict(doc.data)
+	var root yaml.Node
+	treeErr := yaml.Unmarshal(doc.data, &root)
+	if jsErr != nil && (treeErr != nil || !isDuplicateKey(jsErr)) {
+		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+	}
+	var top *yaml.Node
+	if treeErr == nil && root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		top = root.Content[0]
+	}
+	if jsErr == nil && bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
+		return nil, nil // only comments, or nothing
+	}
+	if jsErr != nil && top == nil {
+		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+	}
+
+	at := func(path string) int {
+		if top == nil {
+			return 0
+		}
+		return doc.offset + lineOf(top, path)
+	}
+	var h struct {
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
+	}
+	if top != nil && top.Kind != yaml.MappingNode || top == nil && json.Unmarshal(js, &h) != nil {
+		return nil, ErrorList{{File: file, Line: at(""), Msg: "expected a Pod, PodList or List object"}}
+	}
+	if top != nil {
+		h.APIVersion, h.Kind = scalarOf(top, "apiVersion"), scalarOf(top, "kind")
+	}
+	var errs ErrorList
+	if h.APIVersion != "v1" {
+		errs = append(errs, &Error{File: file, Line: at("apiVersion"), Field: "apiVersion", Msg: fmt.Sprintf("must be v1, got %s", show(h.APIVersion))})
+	}
+	kind, _ := h.Kind.(string)
+	switch kind {
+	case "Pod", "PodList", "List":
+	default:
+		errs = append(errs, &Error{File: file, Line: at("kind"), Field: "kind", Msg: fmt.Sprintf("must be Pod, PodList or List, got %s", show(h.Kind))})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if kind != "Pod" && top != nil {
+		errs = checkItems(file, doc.offset, top, kind)
+		if len(errs) > 0 {
+			return nil, errs
+		}
+	}
+
+	if top != nil {
+		sc := newSchemaChecker(file, doc.offset)
+		if kind == "Pod" {
+			sc.check(top, typePod, "")
+		} else {
+			sc.check(top, typePodList, "")
+		}
+		if len(sc.errs) > 0 {
+			return nil, sc.errs
+		}
+	}
+	if jsErr != nil {
+		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+	}
+
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if kind == "Pod" {
+		var p podDoc
+		if err := dec.Decode(&p); err != nil {
+			return nil, ErrorList{jsonError(file, err)}
+		}
+		return []decodedPod{{pod: &p.Pod, node: top, offset: doc.offset}}, nil
+	}
+	var l podListDoc
+	if err := dec.Decode(&l); err != nil {
+		return nil, ErrorList{jsonError(file, err)}
+	}
+	var items *yaml.Node
+	if top != nil {
+		items = valueOf(top, "items")
+	}
+	pods := make([]decodedPod, len(l.Items))
+	for i := range l.Items {
+		pods[i] = decodedPod{pod: &l.Items[i].Pod, prefix: "items[" + strconv.Itoa(i) + "].", offset: doc.offset}
+		if items != nil && items.Kind == yaml.SequenceNode && i < len(items.Content) {
+			pods[i].node = items.Content[i]
+		}
+	}
+	return pods, nil
+}
+
+// checkItems checks that the items of a list are v1 Pods: a List may hold
+// anything, and an item of another kind would otherwise be judged against the
+// Pod schema. A PodList's items may leave apiVersion and kind out.
+func checkItems(file string, offset int, top *yaml.Node, kind string) ErrorList {
+	items := valueOf(top, "items")
+	if items == nil || items.Kind != yaml.SequenceNode {
+		return nil // the schema check reports it
+	}
+	var errs ErrorList
+	for i, item := range items.Content {
+		if item.Kind != yaml.MappingNode {
+			continue
+		}
+		p := "items[" + strconv.Itoa(i) + "]"
+		av, k := scalarOf(item, "apiVersion"), scalarOf(item, "kind")
+		if k != "Pod" && (kind == "List" || k != nil) {
+			errs = append(errs, &Error{File: file, Line: offset + lineOf(top, p+".kind"), Field: p + ".kind", Msg: fmt.Sprintf("must be Pod, got %s", show(k))})
+			continue
+		}
+		if av != "v1" && (kind == "List" || av != nil) {
+			errs = append(errs, &Error{File: file, Line: offset + lineOf(top, p+".apiVersion"), Field: p + ".apiVersion", Msg: fmt.Sprintf("must be v1, got %s", show(av))})
+		}
+	}
+	return errs
+}
+
+// valueOf returns the value of key in mapping n, or nil.
+func valueOf(n *yaml.Node, key string) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			for v.Kind == yaml.AliasNode && v.Alias != nil {
+				v = v.Alias
+			}
+			return v
+		}
+	}
+	return nil
+}
+
+// scalarOf returns the string value of key in mapping n; nil when the key is
+// absent; the node's description when it is not a string.
+func scalarOf(n *yaml.Node, key string) any {
+	v := valueOf(n, key)
+	switch {
+	case v == nil:
+		return nil
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str":
+		return v.Value
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+		return nil
+	default:
+		return describe(v)
+	}
+}
+
+// show formats a header value for a message.
+func show(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nothing"
+	case string:
+		return strconv.Quote(v)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// isDuplicateKey reports whether err is the YAML library's complaint about a
+// key given twice, which the schema check reports better.
+func isDuplicateKey(err error) bool {
+	return strings.Contains(err.Error(), "already set in map")
+}
+
+var (
+	yamlLineRe   = regexp.MustCompile(`line (\d+): `)
+	yamlPrefixRe = regexp.MustCompile(`^(error converting YAML to JSON: )?(yaml: )?(unmarshal errors:\s*)?`)
+)
+
+// syntaxError turns a YAML library error into an Error with the file line.
+func syntaxError(file string, offset int, err error) *Error {
+	msg := strings.TrimSpace(err.Error())
+	msg = yamlPrefixRe.ReplaceAllString(msg, "")
+	line := 0
+	if m := yamlLineRe.FindStringSubmatchIndex(msg); m != nil {
+		line, _ = strconv.Atoi(msg[m[2]:m[3]])
+		msg = msg[:m[0]] + msg[m[1]:]
+		line += offset
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	return &Error{File: file, Line: line, Msg: "invalid YAML: " + msg}
+}
+
+// jsonError turns an error of the strict JSON decode into an Error. The
+// schema check catches nearly everything first, with lines; this is the
+// fallback for what it leaves to the decoder.
+func jsonError(file string, err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &Error{File: file, Field: te.Field, Msg: fmt.Sprintf("expected %s, got %s", te.Type, te.Value)}
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		if f, err := strconv.Unquote(name); err == nil {
+			return &Error{File: file, Field: f, Msg: "unknown field"}
+		}
+	}
+	return &Error{File: file, Msg: msg}
+}

@@ -1,0 +1,93 @@
+package pod
+
+import (
+	"errors"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// ContainerKind says what part of a pod a runtime container plays.
+type ContainerKind string
+
+// Container kinds, the values of the io.staticlet.kind label.
+const (
+	KindSandbox ContainerKind = "sandbox"
+	KindInit    ContainerKind = "init"
+	KindApp     ContainerKind = "app"
+)
+
+// TaskState is the state of a runtime container's process.
+type TaskState string
+
+// Task states as staticlet sees them.
+const (
+	TaskCreated TaskState = "created" // container exists, process never started or not yet running
+	TaskRunning TaskState = "running"
+	TaskExited  TaskState = "exited"
+)
+
+// Record is one container as the runtime reports it: what staticlet wrote in
+// its labels when it created it, plus what containerd knows of its process.
+// Everything a restarted staticlet needs to rebuild a pod's status is here.
+type Record struct {
+	ID        string
+	Pod       Key
+	PodUID    string
+	Kind      ContainerKind
+	Name      string // container name; empty for the sandbox
+	Hash      string // SandboxHash for a sandbox, ContainerHash for a container
+	Attempt   int    // restart count of this container name when it was created
+	SandboxID string // the sandbox a container belongs to; empty for the sandbox
+	Image     string // image reference as written in the manifest
+	ImageID   string // image digest
+
+	State      TaskState
+	Pid        uint32
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	ExitCode   int32
+}
+
+// ContainerRequest asks the runtime to create and start one container of a
+// pod inside its running sandbox.
+type ContainerRequest struct {
+	Pod       *Pod
+	Sandbox   Record
+	Container *v1.Container
+	Kind      ContainerKind
+	Attempt   int
+}
+
+// TaskExit reports that a container's main process exited, as the runtime's
+// event stream tells it.
+type TaskExit struct {
+	ContainerID string
+	Pod         Key
+	ExitCode    uint32
+	ExitedAt    time.Time
+}
+
+// WaitingError is an error that leaves a container waiting with a
+// kubelet-style reason such as ErrImageNeverPull or CreateContainerError.
+type WaitingError struct {
+	Reason string
+	Err    error
+}
+
+// Error returns the underlying error's text.
+func (e *WaitingError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *WaitingError) Unwrap() error { return e.Err }
+
+// WaitingReason returns the kubelet-style reason carried by err, or fallback
+// when err carries none.
+func WaitingReason(err error, fallback string) string {
+	var we *WaitingError
+	if errors.As(err, &we) {
+		return we.Reason
+	}
+	return fallback
+}

@@ -1,0 +1,429 @@
+package pod
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// The schema check walks the YAML node tree beside the Go type it will be
+// decoded into, before the real decode. It exists for the messages: the JSON
+// decoder names neither the line nor the list index of an unknown field or a
+// wrong type, the node tree has both. It reports only what the decoder would
+// also reject; anything it cannot judge it leaves to the decoder.
+
+// maxNodes bounds the walk, so that aliases expanding into a huge tree (a
+// "billion laughs" document) cost bounded time. The decoder has its own
+// limits and rejects such documents.
+const maxNodes = 1 << 20
+
+// Types whose JSON form is decided by their own UnmarshalJSON.
+var (
+	typeQuantity   = reflect.TypeFor[resource.Quantity]()
+	typeIntOrStr   = reflect.TypeFor[intstr.IntOrString]()
+	typeTime       = reflect.TypeFor[metav1.Time]()
+	typePod        = reflect.TypeFor[v1.Pod]()
+	typePodList    = reflect.TypeFor[v1.PodList]() // both PodList and List documents
+	typeUnmarshal  = reflect.TypeFor[json.Unmarshaler]()
+	yaml11Booleans = map[string]bool{
+		"y": true, "Y": true, "yes": true, "Yes": true, "YES": true,
+		"n": true, "N": true, "no": true, "No": true, "NO": true,
+		"on": true, "On": true, "ON": true, "off": true, "Off": true, "OFF": true,
+	}
+)
+
+// structField is one JSON-visible field of a struct type.
+type structField struct {
+	typ reflect.Type
+}
+
+// schemaChecker holds the state of one walk: the errors found so far and a
+// cache of struct field tables.
+type schemaChecker struct {
+	file   string
+	offset int // lines of the file before the document
+	errs   ErrorList
+	nodes  int
+	fields map[reflect.Type]map[string]structField
+}
+
+func newSchemaChecker(file string, offset int) *schemaChecker {
+	return &schemaChecker{file: file, offset: offset, fields: map[reflect.Type]map[string]structField{}}
+}
+
+func (c *schemaChecker) errorf(n *yaml.Node, path, format string, args ...any) {
+	c.errs = append(c.errs, &Error{File: c.file, Line: c.offset + n.Line, Field: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// check walks n against t; path is n's field path.
+func (c *schemaChecker) check(n *yaml.Node, t reflect.Type, path string) {
+	c.nodes++
+	if c.nodes > maxNodes {
+		if c.nodes == maxNodes+1 {
+			c.errorf(n, path, "document too large or too deeply aliased")
+		}
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias != nil {
+			c.check(n.Alias, t, path)
+		}
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return // null decodes to the zero value of anything
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == typeQuantity:
+		c.checkQuantity(n, path)
+		return
+	case t == typeIntOrStr:
+		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!str") {
+			c.errorf(n, path, "expected an integer or a string, got %s", describe(n))
+		}
+		return
+	case t == typeTime:
+		if n.Kind != yaml.ScalarNode {
+			c.errorf(n, path, "expected a timestamp, got %s", describe(n))
+		}
+		return
+	case reflect.PointerTo(t).Implements(typeUnmarshal):
+		return // its own format; the decoder judges it
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		c.checkStruct(n, t, path)
+	case reflect.Map:
+		c.checkMap(n, t, path)
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 { // []byte: base64 text
+			c.checkScalar(n, reflect.TypeFor[string](), path)
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			c.errorf(n, path, "expected a list, got %s", describe(n))
+			return
+		}
+		for i, item := range n.Content {
+			c.check(item, t.Elem(), path+"["+strconv.Itoa(i)+"]")
+		}
+	case reflect.Interface:
+		// anything goes
+	default:
+		c.checkScalar(n, t, path)
+	}
+}
+
+func (c *schemaChecker) checkQuantity(n *yaml.Node, path string) {
+	if n.Kind != yaml.ScalarNode {
+		c.errorf(n, path, "expected a quantity such as 100m or 1Gi, got %s", describe(n))
+		return
+	}
+	if _, err := resource.ParseQuantity(n.Value); err != nil {
+		c.errorf(n, path, "invalid quantity %q: %v", n.Value, err)
+	}
+}
+
+// checkScalar judges a scalar against a basic kind the way the JSON decoder
+// will after the YAML is turned into JSON: a number or a boolean is no string
+// (the kubelet and kubectl reject env value: 123 the same way).
+func (c *schemaChecker) checkScalar(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.ScalarNode {
+		c.errorf(n, path, "expected %s, got %s", kindName(t), describe(n))
+		return
+	}
+	tag := n.ShortTag()
+	plain := n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0
+	switch t.Kind() {
+	case reflect.String:
+		switch {
+		case tag == "!!int" || tag == "!!float" || tag == "!!bool":
+			c.errorf(n, path, "expected a string, got %s (quote it)", describe(n))
+		case plain && yaml11Booleans[n.Value]:
+			// YAML 1.1, which the decoder follows, reads yes/no/on/off as booleans.
+			c.errorf(n, path, "expected a string, got boolean %s (quote it)", n.Value)
+		}
+	case reflect.Bool:
+		if tag != "!!bool" && !(tag == "!!str" && plain && yaml11Booleans[n.Value]) {
+			c.errorf(n, path, "expected a boolean, got %s", describe(n))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		switch tag {
+		case "!!int":
+			if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); errors.Is(err, strconv.ErrRange) {
+				c.errorf(n, path, "%s is out of range for a %d-bit integer", n.Value, t.Bits())
+			}
+		case "!!float":
+			// 1e3 is a whole number the decoder may accept; let it judge.
+		default:
+			c.errorf(n, path, "expected an integer, got %s", describe(n))
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		switch tag {
+		case "!!int":
+			if _, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); errors.Is(err, strconv.ErrRange) {
+				c.errorf(n, path, "%s is out of range for an unsigned %d-bit integer", n.Value, t.Bits())
+			}
+		case "!!float":
+		default:
+			c.errorf(n, path, "expected an unsigned integer, got %s", describe(n))
+		}
+	case reflect.Float32, reflect.Float64:
+		if tag != "!!int" && tag != "!!float" {
+			c.errorf(n, path, "expected a number, got %s", describe(n))
+		}
+	}
+}
+
+func (c *schemaChecker) checkMap(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.MappingNode {
+		c.errorf(n, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	seen := map[string]bool{}
+	c.eachPair(n, func(k, v *yaml.Node) {
+		if k.Kind != yaml.ScalarNode {
+			c.errorf(k, path, "expected a string key, got %s", describe(k))
+			return
+		}
+		p := path + "[" + k.Value + "]"
+		if seen[k.Value] {
+			c.errorf(k, p, "duplicate key")
+			return
+		}
+		seen[k.Value] = true
+		c.check(v, t.Elem(), p)
+	})
+}
+
+func (c *schemaChecker) checkStruct(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.MappingNode {
+		c.errorf(n, path, "expected a mapping, got %s", describe(n))
+		return
+	}
+	fields := c.fieldsOf(t)
+	seen := map[string]bool{}
+	c.eachPair(n, func(k, v *yaml.Node) {
+		if k.Kind != yaml.ScalarNode {
+			c.errorf(k, path, "expected a field name, got %s", describe(k))
+			return
+		}
+		p := joinField(path, k.Value)
+		if seen[k.Value] {
+			c.errorf(k, p, "duplicate field")
+			return
+		}
+		seen[k.Value] = true
+		f, ok := fields[k.Value]
+		if !ok {
+			c.errorf(k, p, "unknown field")
+			return
+		}
+		if t == typePod && k.Value == "status" {
+			return // status is the runtime's to write; whatever a manifest holds there is ignored
+		}
+		c.check(v, f.typ, p)
+	})
+}
+
+// eachPair calls fn for each key and value of mapping n, then for those of
+// the mappings it merges (<<: *anchor) whose keys it does not set itself:
+// keys given in place override merged ones.
+func (c *schemaChecker) eachPair(n *yaml.Node, fn func(k, v *yaml.Node)) {
+	own := map[string]bool{}
+	var merges []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		own[k.Value] = true
+		fn(k, v)
+	}
+	for _, m := range merges {
+		c.eachMerged(m, func(k, v *yaml.Node) {
+			if !own[k.Value] {
+				own[k.Value] = true
+				fn(k, v)
+			}
+		})
+	}
+}
+
+func (c *schemaChecker) eachMerged(v *yaml.Node, fn func(k, v *yaml.Node)) {
+	c.nodes++
+	if c.nodes > maxNodes {
+		return
+	}
+	switch {
+	case v.Kind == yaml.AliasNode && v.Alias != nil:
+		c.eachMerged(v.Alias, fn)
+	case v.Kind == yaml.MappingNode:
+		c.eachPair(v, fn)
+	case v.Kind == yaml.SequenceNode:
+		for _, m := range v.Content {
+			c.eachMerged(m, fn)
+		}
+	}
+}
+
+// fieldsOf returns the JSON fields of struct type t, with inline and
+// embedded structs flattened as encoding/json does.
+func (c *schemaChecker) fieldsOf(t reflect.Type) map[string]structField {
+	if fs, ok := c.fields[t]; ok {
+		return fs
+	}
+	fs := map[string]structField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		inline := strings.Contains(","+opts+",", ",inline,")
+		if (f.Anonymous && name == "") || inline {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range c.fieldsOf(ft) {
+					if _, shadowed := fs[k]; !shadowed {
+						fs[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		fs[name] = structField{typ: f.Type}
+	}
+	c.fields[t] = fs
+	return fs
+}
+
+// joinField appends a field name to a path.
+func joinField(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// describe names a node for a message: its kind and, for a scalar, its value.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		v := n.Value
+		if len(v) > 40 {
+			v = v[:37] + "..."
+		}
+		switch n.ShortTag() {
+		case "!!int":
+			return "integer " + v
+		case "!!float":
+			return "number " + v
+		case "!!bool":
+			return "boolean " + v
+		case "!!null":
+			return "null"
+		default:
+			return "string " + strconv.Quote(v)
+		}
+	}
+	return "nothing"
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	default:
+		return "an integer"
+	}
+}
+
+// lineOf returns the line of the node that path (in Kubernetes notation,
+// relative to root) points at, or of its deepest existing ancestor when the
+// field itself is absent (a missing image is reported on its container).
+func lineOf(root *yaml.Node, path string) int {
+	n, line := root, root.Line
+	for _, seg := range splitPath(path) {
+		for n.Kind == yaml.AliasNode && n.Alias != nil {
+			n = n.Alias
+		}
+		var next, at *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == seg {
+					at, next = n.Content[i], n.Content[i+1]
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(seg); err == nil && i >= 0 && i < len(n.Content) {
+				at, next = n.Content[i], n.Content[i]
+			}
+		}
+		if next == nil {
+			break
+		}
+		n, line = next, at.Line
+	}
+	return line
+}
+
+// splitPath splits "spec.containers[0].env[FOO]" into its segments.
+func splitPath(path string) []string {
+	var segs []string
+	for path != "" {
+		switch path[0] {
+		case '.':
+			path = path[1:]
+		case '[':
+			end := strings.IndexByte(path, ']')
+			if end < 0 {
+				return append(segs, path[1:])
+			}
+			segs = append(segs, path[1:end])
+			path = path[end+1:]
+		default:
+			end := strings.IndexAny(path, ".[")
+			if end < 0 {
+				end = len(path)
+			}
+			segs = append(segs, path[:end])
+			path = path[end:]
+		}
+	}
+	return segs
+}

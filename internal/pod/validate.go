@@ -1,0 +1,633 @@
+package pod
+
+import (
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Validation follows the apiserver's rules for what a Pod may say (the
+// subset a static pod can use), and adds staticlet's own: whatever needs an
+// apiserver (configMap and secret references, service account tokens,
+// persistent volume claims) or a feature staticlet lacks is rejected with
+// the reason, instead of a pod that never starts.
+
+// problem is one validation error: a field path and a message.
+type problem struct {
+	field string
+	msg   string
+}
+
+// validator collects problems.
+type validator struct {
+	problems []problem
+}
+
+// add records a staticlet-specific problem at p.
+func (v *validator) add(p *field.Path, format string, args ...any) {
+	v.problems = append(v.problems, problem{field: p.String(), msg: fmt.Sprintf(format, args...)})
+}
+
+// addErrs records apimachinery validation errors with their usual wording
+// ("Invalid value: ...", "Required value").
+func (v *validator) addErrs(errs ...*field.Error) {
+	for _, e := range errs {
+		v.problems = append(v.problems, problem{field: e.Field, msg: e.ErrorBody()})
+	}
+}
+
+// check records an Invalid error for each message of a validation helper.
+func (v *validator) check(p *field.Path, value any, msgs []string) {
+	for _, m := range msgs {
+		v.addErrs(field.Invalid(p, value, m))
+	}
+}
+
+// noAPIServer is the tail of every message about what needs an apiserver.
+const noAPIServer = "staticlet runs without one"
+
+var (
+	// Fields a downward API env var may name; labels and annotations also
+	// take a subscript, metadata.labels['app'].
+	envFieldPaths = sets.New("metadata.name", "metadata.namespace", "metadata.uid",
+		"spec.nodeName", "spec.serviceAccountName", "status.hostIP", "status.hostIPs",
+		"status.podIP", "status.podIPs")
+	volumeFieldPaths = sets.New("metadata.name", "metadata.namespace", "metadata.uid",
+		"metadata.labels", "metadata.annotations")
+	subscriptFieldPath = regexp.MustCompile(`^metadata\.(labels|annotations)\['[^']+'\]$`)
+	resourceFieldNames = sets.New("limits.cpu", "limits.memory", "limits.ephemeral-storage",
+		"requests.cpu", "requests.memory", "requests.ephemeral-storage")
+	hostPathTypes = sets.New(v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
+		v1.HostPathFileOrCreate, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev)
+)
+
+// validate checks a defaulted pod; nodeName is needed to check the full name.
+func validate(p *v1.Pod, nodeName string) []problem {
+	v := &validator{}
+	meta := field.NewPath("metadata")
+	if p.Name == "" {
+		v.addErrs(field.Required(meta.Child("name"), "a static pod needs a name"))
+	} else if msgs := validation.IsDNS1123Subdomain(p.Name); len(msgs) > 0 {
+		v.check(meta.Child("name"), p.Name, msgs)
+	} else if full := FullName(p.Name, nodeName); len(validation.IsDNS1123Subdomain(full)) > 0 {
+		v.check(meta.Child("name"), p.Name, prefixed(fmt.Sprintf("with the node name appended, %q: ", full), validation.IsDNS1123Subdomain(full)))
+	}
+	if p.Namespace != "" {
+		v.check(meta.Child("namespace"), p.Namespace, validation.IsDNS1123Label(p.Namespace))
+	}
+	v.addErrs(metavalidation.ValidateLabels(p.Labels, meta.Child("labels"))...)
+	v.addErrs(apivalidation.ValidateAnnotations(p.Annotations, meta.Child("annotations"))...)
+	v.spec(&p.Spec, field.NewPath("spec"))
+	return v.problems
+}
+
+func prefixed(prefix string, msgs []string) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = prefix + m
+	}
+	return out
+}
+
+func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
+	volumes := v.volumes(s.Volumes, p.Child("volumes"))
+	if len(s.Containers) == 0 {
+		v.addErrs(field.Required(p.Child("containers"), "a pod needs at least one container"))
+	}
+	names := sets.New[string]()
+	hostPorts := sets.New[string]()
+	for i := range s.InitContainers {
+		v.container(&s.InitContainers[i], p.Child("initContainers").Index(i), containerContext{
+			init: true, spec: s, volumes: volumes, names: names, hostPorts: hostPorts,
+		})
+	}
+	for i := range s.Containers {
+		v.container(&s.Containers[i], p.Child("containers").Index(i), containerContext{
+			spec: s, volumes: volumes, names: names, hostPorts: hostPorts,
+		})
+	}
+	if len(s.EphemeralContainers) > 0 {
+		v.add(p.Child("ephemeralContainers"), "ephemeral containers are not supported for static pods")
+	}
+	switch s.RestartPolicy {
+	case v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
+	default:
+		v.addErrs(field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy,
+			[]v1.RestartPolicy{v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever}))
+	}
+	v.dns(s, p)
+	if s.Hostname != "" {
+		v.check(p.Child("hostname"), s.Hostname, validation.IsDNS1123Label(s.Hostname))
+	}
+	if s.Subdomain != "" {
+		v.check(p.Child("subdomain"), s.Subdomain, validation.IsDNS1123Label(s.Subdomain))
+	}
+	if s.ActiveDeadlineSeconds != nil && *s.ActiveDeadlineSeconds <= 0 {
+		v.addErrs(field.Invalid(p.Child("activeDeadlineSeconds"), *s.ActiveDeadlineSeconds, "must be greater than 0"))
+	}
+	if s.ServiceAccountName != "" {
+		v.check(p.Child("serviceAccountName"), s.ServiceAccountName, validation.IsDNS1123Subdomain(s.ServiceAccountName))
+	}
+	if len(s.ResourceClaims) > 0 {
+		v.add(p.Child("resourceClaims"), "resource claims need an apiserver; %s", noAPIServer)
+	}
+}
+
+func (v *validator) dns(s *v1.PodSpec, p *field.Path) {
+	policies := []v1.DNSPolicy{v1.DNSClusterFirstWithHostNet, v1.DNSClusterFirst, v1.DNSDefault, v1.DNSNone}
+	if !slices.Contains(policies, s.DNSPolicy) {
+		v.addErrs(field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy, policies))
+	}
+	c := s.DNSConfig
+	if s.DNSPolicy == v1.DNSNone && (c == nil || len(c.Nameservers) == 0) {
+		v.addErrs(field.Required(p.Child("dnsConfig", "nameservers"), "at least one nameserver is required when dnsPolicy is None"))
+	}
+	if c == nil {
+		return
+	}
+	if len(c.Nameservers) > 3 {
+		v.addErrs(field.TooMany(p.Child("dnsConfig", "nameservers"), len(c.Nameservers), 3))
+	}
+	for i, ns := range c.Nameservers {
+		if _, err := netip.ParseAddr(ns); err != nil {
+			v.addErrs(field.Invalid(p.Child("dnsConfig", "nameservers").Index(i), ns, "must be an IP address"))
+		}
+	}
+	if len(c.Searches) > 32 {
+		v.addErrs(field.TooMany(p.Child("dnsConfig", "searches"), len(c.Searches), 32))
+	}
+	for i, o := range c.Options {
+		if o.Name == "" {
+			v.addErrs(field.Required(p.Child("dnsConfig", "options").Index(i).Child("name"), ""))
+		}
+	}
+}
+
+// volumeSet maps volume names to their sources.
+type volumeSet map[string]*v1.VolumeSource
+
+func (s volumeSet) has(name string) bool { _, ok := s[name]; return ok }
+
+// volumes checks the pod's volumes and returns them by name.
+func (v *validator) volumes(vols []v1.Volume, p *field.Path) volumeSet {
+	set := volumeSet{}
+	for i := range vols {
+		vol := &vols[i]
+		vp := p.Index(i)
+		if vol.Name == "" {
+			v.addErrs(field.Required(vp.Child("name"), ""))
+		} else if msgs := validation.IsDNS1123Label(vol.Name); len(msgs) > 0 {
+			v.check(vp.Child("name"), vol.Name, msgs)
+		} else if set.has(vol.Name) {
+			v.addErrs(field.Duplicate(vp.Child("name"), vol.Name))
+		} else {
+			set[vol.Name] = &vol.VolumeSource
+		}
+		types := volumeTypes(&vol.VolumeSource)
+		if len(types) == 0 {
+			continue // defaulting makes it an emptyDir
+		}
+		if len(types) > 1 {
+			v.add(vp, "may not specify more than one volume type, found %s", strings.Join(types, ", "))
+			continue
+		}
+		v.volumeSource(&vol.VolumeSource, types[0], vp)
+	}
+	return set
+}
+
+func (v *validator) volumeSource(src *v1.VolumeSource, typ string, p *field.Path) {
+	tp := p.Child(typ)
+	switch typ {
+	case "hostPath":
+		if src.HostPath.Path == "" {
+			v.addErrs(field.Required(tp.Child("path"), ""))
+		}
+		if t := src.HostPath.Type; t != nil && !hostPathTypes.Has(*t) {
+			v.addErrs(field.NotSupported(tp.Child("type"), *t, sets.List(hostPathTypes)))
+		}
+	case "emptyDir":
+		m := src.EmptyDir.Medium
+		if m != v1.StorageMediumDefault && m != v1.StorageMediumMemory && m != v1.StorageMediumHugePages &&
+			!strings.HasPrefix(string(m), string(v1.StorageMediumHugePagesPrefix)) {
+			v.addErrs(field.NotSupported(tp.Child("medium"), m, []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory, v1.StorageMediumHugePages}))
+		}
+		if q := src.EmptyDir.SizeLimit; q != nil && q.Sign() < 0 {
+			v.addErrs(field.Invalid(tp.Child("sizeLimit"), q.String(), "must be greater than or equal to 0"))
+		}
+	case "downwardAPI":
+		v.downwardAPIVolume(src.DownwardAPI, tp)
+	case "configMap", "secret", "persistentVolumeClaim":
+		v.add(tp, "%s volumes need an apiserver; %s — use a hostPath volume", typ, noAPIServer)
+	case "projected":
+		v.add(tp, "projected volumes (serviceAccountToken, configMap and secret sources) need an apiserver; %s — use hostPath or downwardAPI volumes", noAPIServer)
+	default:
+		v.add(tp, "volume type %s is not supported by staticlet; use hostPath, emptyDir or downwardAPI", typ)
+	}
+}
+
+func (v *validator) downwardAPIVolume(d *v1.DownwardAPIVolumeSource, p *field.Path) {
+	checkMode := func(mode *int32, mp *field.Path) {
+		if mode != nil && (*mode < 0 || *mode > 0o777) {
+			v.addErrs(field.Invalid(mp, *mode, "must be a number between 0 and 0777 (octal), both inclusive"))
+		}
+	}
+	checkMode(d.DefaultMode, p.Child("defaultMode"))
+	for i, item := range d.Items {
+		ip := p.Child("items").Index(i)
+		v.relativePath(item.Path, ip.Child("path"), true)
+		checkMode(item.Mode, ip.Child("mode"))
+		switch {
+		case item.FieldRef != nil && item.ResourceFieldRef != nil:
+			v.add(ip, "may not have both fieldRef and resourceFieldRef")
+		case item.FieldRef != nil:
+			v.fieldRef(item.FieldRef, ip.Child("fieldRef"), volumeFieldPaths)
+		case item.ResourceFieldRef != nil:
+			if item.ResourceFieldRef.ContainerName == "" {
+				v.addErrs(field.Required(ip.Child("resourceFieldRef", "containerName"), "a downwardAPI volume must name the container"))
+			}
+			v.resourceFieldRef(item.ResourceFieldRef, ip.Child("resourceFieldRef"))
+		default:
+			v.addErrs(field.Required(ip, "one of fieldRef or resourceFieldRef"))
+		}
+	}
+}
+
+// relativePath checks a path that must stay below a directory.
+func (v *validator) relativePath(rel string, p *field.Path, required bool) {
+	switch {
+	case rel == "":
+		if required {
+			v.addErrs(field.Required(p, ""))
+		}
+	case path.IsAbs(rel):
+		v.addErrs(field.Invalid(p, rel, "must be a relative path"))
+	case slices.Contains(strings.Split(rel, "/"), ".."):
+		v.addErrs(field.Invalid(p, rel, "must not contain '..'"))
+	}
+}
+
+func (v *validator) fieldRef(f *v1.ObjectFieldSelector, p *field.Path, allowed sets.Set[string]) {
+	if f.APIVersion != "v1" {
+		v.addErrs(field.NotSupported(p.Child("apiVersion"), f.APIVersion, []string{"v1"}))
+	}
+	if !allowed.Has(f.FieldPath) && !subscriptFieldPath.MatchString(f.FieldPath) {
+		v.addErrs(field.NotSupported(p.Child("fieldPath"), f.FieldPath, sets.List(allowed)))
+	}
+}
+
+func (v *validator) resourceFieldRef(r *v1.ResourceFieldSelector, p *field.Path) {
+	if !resourceFieldNames.Has(r.Resource) && !strings.HasPrefix(r.Resource, "limits.hugepages-") &&
+		!strings.HasPrefix(r.Resource, "requests.hugepages-") {
+		v.addErrs(field.NotSupported(p.Child("resource"), r.Resource, sets.List(resourceFieldNames)))
+	}
+	if r.Divisor.Sign() < 0 {
+		v.addErrs(field.Invalid(p.Child("divisor"), r.Divisor.String(), "must not be negative"))
+	}
+}
+
+// containerContext is what checking one container needs from its pod.
+type containerContext struct {
+	init      bool
+	spec      *v1.PodSpec
+	volumes   volumeSet
+	names     sets.Set[string] // container names so far, init and app
+	hostPorts sets.Set[string] // hostIP/protocol/port so far
+}
+
+func (v *validator) container(c *v1.Container, p *field.Path, cc containerContext) {
+	switch {
+	case c.Name == "":
+		v.addErrs(field.Required(p.Child("name"), ""))
+	case len(validation.IsDNS1123Label(c.Name)) > 0:
+		v.check(p.Child("name"), c.Name, validation.IsDNS1123Label(c.Name))
+	case cc.names.Has(c.Name):
+		v.addErrs(field.Duplicate(p.Child("name"), c.Name))
+	default:
+		cc.names.Insert(c.Name)
+	}
+	switch {
+	case c.Image == "":
+		v.addErrs(field.Required(p.Child("image"), "a container needs an image"))
+	case strings.TrimSpace(c.Image) != c.Image:
+		v.addErrs(field.Invalid(p.Child("image"), c.Image, "must not have leading or trailing whitespace"))
+	}
+	pullPolicies := []v1.PullPolicy{v1.PullAlways, v1.PullIfNotPresent, v1.PullNever}
+	if !slices.Contains(pullPolicies, c.ImagePullPolicy) {
+		v.addErrs(field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, pullPolicies))
+	}
+	msgPolicies := []v1.TerminationMessagePolicy{v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError}
+	if !slices.Contains(msgPolicies, c.TerminationMessagePolicy) {
+		v.addErrs(field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, msgPolicies))
+	}
+
+	sidecar := cc.init && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+	switch {
+	case c.RestartPolicy == nil:
+	case cc.init && !sidecar:
+		v.addErrs(field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
+	case !cc.init:
+		v.add(p.Child("restartPolicy"), "per-container restart policies are not supported by staticlet; use spec.restartPolicy")
+	}
+	if len(c.RestartPolicyRules) > 0 {
+		v.add(p.Child("restartPolicyRules"), "container restart rules are not supported by staticlet; use spec.restartPolicy")
+	}
+	if cc.init && !sidecar {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"lifecycle", c.Lifecycle != nil}, {"livenessProbe", c.LivenessProbe != nil},
+			{"readinessProbe", c.ReadinessProbe != nil}, {"startupProbe", c.StartupProbe != nil},
+		} {
+			if f.set {
+				v.addErrs(field.Forbidden(p.Child(f.name), "may not be set for init containers without restartPolicy=Always"))
+			}
+		}
+	} else {
+		v.probe(c.LivenessProbe, p.Child("livenessProbe"), true)
+		v.probe(c.ReadinessProbe, p.Child("readinessProbe"), false)
+		v.probe(c.StartupProbe, p.Child("startupProbe"), true)
+		v.lifecycle(c.Lifecycle, p.Child("lifecycle"))
+	}
+
+	v.ports(c, p.Child("ports"), cc)
+	v.env(c, p, cc.spec)
+	v.mounts(c, p, cc.volumes)
+	v.resources(&c.Resources, p.Child("resources"))
+}
+
+func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
+	names := sets.New[string]()
+	for i, port := range c.Ports {
+		pp := p.Index(i)
+		if port.Name != "" {
+			if msgs := validation.IsValidPortName(port.Name); len(msgs) > 0 {
+				v.check(pp.Child("name"), port.Name, msgs)
+			} else if names.Has(port.Name) {
+				v.addErrs(field.Duplicate(pp.Child("name"), port.Name))
+			}
+			names.Insert(port.Name)
+		}
+		v.check(pp.Child("containerPort"), port.ContainerPort, validation.IsValidPortNum(int(port.ContainerPort)))
+		if port.HostPort != 0 {
+			v.check(pp.Child("hostPort"), port.HostPort, validation.IsValidPortNum(int(port.HostPort)))
+			key := fmt.Sprintf("%s/%s/%d", port.HostIP, port.Protocol, port.HostPort)
+			if cc.hostPorts.Has(key) {
+				v.addErrs(field.Duplicate(pp.Child("hostPort"), port.HostPort))
+			}
+			cc.hostPorts.Insert(key)
+		}
+		if cc.spec.HostNetwork && port.HostPort != port.ContainerPort {
+			v.addErrs(field.Invalid(pp.Child("hostPort"), port.HostPort, "must match containerPort when hostNetwork is true"))
+		}
+		protocols := []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
+		if !slices.Contains(protocols, port.Protocol) {
+			v.addErrs(field.NotSupported(pp.Child("protocol"), port.Protocol, protocols))
+		}
+		if port.HostIP != "" {
+			if _, err := netip.ParseAddr(port.HostIP); err != nil {
+				v.addErrs(field.Invalid(pp.Child("hostIP"), port.HostIP, "must be an IP address"))
+			}
+		}
+	}
+}
+
+func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
+	for i, e := range c.Env {
+		ep := p.Child("env").Index(i)
+		// The apiserver accepts any printable ASCII but '=' in a name
+		// (RelaxedEnvironmentVariableValidation, on by default since 1.32).
+		if msgs := validation.IsRelaxedEnvVarName(e.Name); len(msgs) > 0 {
+			v.check(ep.Child("name"), e.Name, msgs)
+		}
+		vf := e.ValueFrom
+		if vf == nil {
+			continue
+		}
+		vp := ep.Child("valueFrom")
+		if e.Value != "" {
+			v.addErrs(field.Invalid(vp, "", "may not be specified when value is not empty"))
+		}
+		n := 0
+		if vf.FieldRef != nil {
+			n++
+			v.fieldRef(vf.FieldRef, vp.Child("fieldRef"), envFieldPaths)
+		}
+		if vf.ResourceFieldRef != nil {
+			n++
+			v.resourceFieldRef(vf.ResourceFieldRef, vp.Child("resourceFieldRef"))
+			if name := vf.ResourceFieldRef.ContainerName; name != "" && !hasContainer(s, name) {
+				v.addErrs(field.NotFound(vp.Child("resourceFieldRef", "containerName"), name))
+			}
+		}
+		if vf.ConfigMapKeyRef != nil {
+			n++
+			v.add(vp.Child("configMapKeyRef"), "configMap references need an apiserver; %s — use value or a file in a hostPath volume", noAPIServer)
+		}
+		if vf.SecretKeyRef != nil {
+			n++
+			v.add(vp.Child("secretKeyRef"), "secret references need an apiserver; %s — use value or a file in a hostPath volume", noAPIServer)
+		}
+		if vf.FileKeyRef != nil {
+			n++
+			v.add(vp.Child("fileKeyRef"), "fileKeyRef is not supported by staticlet")
+		}
+		if n != 1 {
+			v.add(vp, "must have exactly one source, found %d", n)
+		}
+	}
+	for i, ef := range c.EnvFrom {
+		ep := p.Child("envFrom").Index(i)
+		if ef.ConfigMapRef != nil {
+			v.add(ep.Child("configMapRef"), "configMap references need an apiserver; %s — use env values", noAPIServer)
+		}
+		if ef.SecretRef != nil {
+			v.add(ep.Child("secretRef"), "secret references need an apiserver; %s — use env values", noAPIServer)
+		}
+		if ef.ConfigMapRef == nil && ef.SecretRef == nil {
+			v.addErrs(field.Required(ep, "one of configMapRef or secretRef"))
+		}
+	}
+}
+
+func hasContainer(s *v1.PodSpec, name string) bool {
+	for _, list := range [][]v1.Container{s.InitContainers, s.Containers} {
+		for _, c := range list {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (v *validator) mounts(c *v1.Container, p *field.Path, volumes volumeSet) {
+	paths := sets.New[string]()
+	for i, m := range c.VolumeMounts {
+		mp := p.Child("volumeMounts").Index(i)
+		if m.Name == "" {
+			v.addErrs(field.Required(mp.Child("name"), ""))
+		} else if !volumes.has(m.Name) {
+			v.addErrs(field.NotFound(mp.Child("name"), m.Name))
+		}
+		switch {
+		case m.MountPath == "":
+			v.addErrs(field.Required(mp.Child("mountPath"), ""))
+		case !path.IsAbs(m.MountPath):
+			v.addErrs(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path"))
+		case paths.Has(path.Clean(m.MountPath)):
+			v.addErrs(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be unique"))
+		}
+		paths.Insert(path.Clean(m.MountPath))
+		if m.SubPath != "" && m.SubPathExpr != "" {
+			v.addErrs(field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))
+		}
+		v.relativePath(m.SubPath, mp.Child("subPath"), false)
+		v.relativePath(m.SubPathExpr, mp.Child("subPathExpr"), false)
+		if m.MountPropagation != nil {
+			modes := []v1.MountPropagationMode{v1.MountPropagationNone, v1.MountPropagationHostToContainer, v1.MountPropagationBidirectional}
+			if !slices.Contains(modes, *m.MountPropagation) {
+				v.addErrs(field.NotSupported(mp.Child("mountPropagation"), *m.MountPropagation, modes))
+			} else if *m.MountPropagation == v1.MountPropagationBidirectional &&
+				(c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged) {
+				v.addErrs(field.Forbidden(mp.Child("mountPropagation"), "Bidirectional mount propagation is available only to privileged containers"))
+			}
+		}
+	}
+	if len(c.VolumeDevices) > 0 {
+		v.add(p.Child("volumeDevices"), "volume devices need a persistentVolumeClaim block volume, which needs an apiserver; %s", noAPIServer)
+	}
+}
+
+func (v *validator) resources(r *v1.ResourceRequirements, p *field.Path) {
+	for _, l := range []struct {
+		name string
+		list v1.ResourceList
+	}{{"limits", r.Limits}, {"requests", r.Requests}} {
+		for _, name := range sets.List(sets.KeySet(l.list)) {
+			if q := l.list[name]; q.Sign() < 0 {
+				v.addErrs(field.Invalid(p.Child(l.name).Key(string(name)), q.String(), "must be greater than or equal to 0"))
+			}
+		}
+	}
+	for _, name := range sets.List(sets.KeySet(r.Requests)) {
+		req := r.Requests[name]
+		if limit, ok := r.Limits[name]; ok && req.Cmp(limit) > 0 {
+			v.addErrs(field.Invalid(p.Child("requests").Key(string(name)), req.String(),
+				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
+		}
+	}
+	if len(r.Claims) > 0 {
+		v.add(p.Child("claims"), "resource claims need an apiserver; %s", noAPIServer)
+	}
+}
+
+// probe checks a liveness, readiness or startup probe; liveness and startup
+// probes must succeed once to count.
+func (v *validator) probe(pr *v1.Probe, p *field.Path, once bool) {
+	if pr == nil {
+		return
+	}
+	h := &pr.ProbeHandler
+	v.handler(p, map[string]bool{"exec": h.Exec != nil, "httpGet": h.HTTPGet != nil, "tcpSocket": h.TCPSocket != nil, "grpc": h.GRPC != nil},
+		h.Exec, h.HTTPGet, h.TCPSocket)
+	if h.GRPC != nil {
+		v.check(p.Child("grpc", "port"), h.GRPC.Port, validation.IsValidPortNum(int(h.GRPC.Port)))
+	}
+	for _, f := range []struct {
+		name  string
+		value int32
+		min   int32
+	}{
+		{"initialDelaySeconds", pr.InitialDelaySeconds, 0},
+		{"timeoutSeconds", pr.TimeoutSeconds, 1},
+		{"periodSeconds", pr.PeriodSeconds, 1},
+		{"successThreshold", pr.SuccessThreshold, 1},
+		{"failureThreshold", pr.FailureThreshold, 1},
+	} {
+		if f.value < f.min {
+			v.addErrs(field.Invalid(p.Child(f.name), f.value, fmt.Sprintf("must be greater than or equal to %d", f.min)))
+		}
+	}
+	if once && pr.SuccessThreshold != 1 {
+		v.addErrs(field.Invalid(p.Child("successThreshold"), pr.SuccessThreshold, "must be 1"))
+	}
+	if pr.TerminationGracePeriodSeconds != nil && *pr.TerminationGracePeriodSeconds <= 0 {
+		v.addErrs(field.Invalid(p.Child("terminationGracePeriodSeconds"), *pr.TerminationGracePeriodSeconds, "must be greater than 0"))
+	}
+}
+
+func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path) {
+	if l == nil {
+		return
+	}
+	for _, f := range []struct {
+		name string
+		h    *v1.LifecycleHandler
+	}{{"postStart", l.PostStart}, {"preStop", l.PreStop}} {
+		h := f.h
+		if h == nil {
+			continue
+		}
+		hp := p.Child(f.name)
+		v.handler(hp, map[string]bool{"exec": h.Exec != nil, "httpGet": h.HTTPGet != nil, "tcpSocket": h.TCPSocket != nil, "sleep": h.Sleep != nil},
+			h.Exec, h.HTTPGet, h.TCPSocket)
+		if h.Sleep != nil && h.Sleep.Seconds < 0 {
+			v.addErrs(field.Invalid(hp.Child("sleep", "seconds"), h.Sleep.Seconds, "must be greater than or equal to 0"))
+		}
+	}
+}
+
+// handler checks that exactly one of the handlers in set is given, and the
+// common ones (exec, httpGet, tcpSocket) when they are.
+func (v *validator) handler(p *field.Path, set map[string]bool, exec *v1.ExecAction, get *v1.HTTPGetAction, tcp *v1.TCPSocketAction) {
+	var given []string
+	for _, name := range sets.List(sets.KeySet(set)) {
+		if set[name] {
+			given = append(given, name)
+		}
+	}
+	switch {
+	case len(given) == 0:
+		v.addErrs(field.Required(p, "must specify a handler type: one of "+strings.Join(sets.List(sets.KeySet(set)), ", ")))
+	case len(given) > 1:
+		v.addErrs(field.Forbidden(p.Child(given[1]), "may not specify more than one handler type"))
+	}
+	if exec != nil && len(exec.Command) == 0 {
+		v.addErrs(field.Required(p.Child("exec", "command"), ""))
+	}
+	if get != nil {
+		v.port(get.Port, p.Child("httpGet", "port"))
+		schemes := []v1.URIScheme{v1.URISchemeHTTP, v1.URISchemeHTTPS}
+		if !slices.Contains(schemes, get.Scheme) {
+			v.addErrs(field.NotSupported(p.Child("httpGet", "scheme"), get.Scheme, schemes))
+		}
+		for i, h := range get.HTTPHeaders {
+			v.check(p.Child("httpGet", "httpHeaders").Index(i).Child("name"), h.Name, validation.IsHTTPHeaderName(h.Name))
+		}
+	}
+	if tcp != nil {
+		v.port(tcp.Port, p.Child("tcpSocket", "port"))
+	}
+}
+
+// port checks a port given as a number or a container port name.
+func (v *validator) port(port intstr.IntOrString, p *field.Path) {
+	if port.Type == intstr.String {
+		v.check(p, port.StrVal, validation.IsValidPortName(port.StrVal))
+		return
+	}
+	v.check(p, port.IntVal, validation.IsValidPortNum(int(port.IntVal)))
+}

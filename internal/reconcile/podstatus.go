@@ -1,0 +1,225 @@
+package reconcile
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"time"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// statusInput is what a pod's status is computed from.
+type statusInput struct {
+	pod     *pod.Pod
+	view    view
+	sandbox pod.Record // the current sandbox; zero before it exists
+	waiting map[string]waitingState
+	hostIP  string
+	now     time.Time
+}
+
+// buildPod returns the desired pod with its status as the kubelet would
+// compute it from what the runtime reports. It is pure.
+func buildPod(in statusInput) *v1.Pod {
+	p := in.pod.DeepCopy()
+	sb := in.sandbox
+	st := v1.PodStatus{QOSClass: qosClass(&p.Spec)}
+	if in.hostIP != "" {
+		st.HostIP = in.hostIP
+		st.HostIPs = []v1.HostIP{{IP: in.hostIP}}
+		if p.Spec.HostNetwork {
+			st.PodIP = in.hostIP
+			st.PodIPs = []v1.PodIP{{IP: in.hostIP}}
+		}
+	}
+	if sb.ID != "" {
+		t := metav1.NewTime(sb.CreatedAt)
+		st.StartTime = &t
+	}
+	policy := p.Spec.RestartPolicy
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		st.InitContainerStatuses = append(st.InitContainerStatuses,
+			containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], initPolicy(policy), sb.ID == ""))
+	}
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		st.ContainerStatuses = append(st.ContainerStatuses,
+			containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], policy, sb.ID == ""))
+	}
+	initialized := initializedFrom(st.InitContainerStatuses, st.ContainerStatuses)
+	st.Phase = phase(policy, initialized, st.InitContainerStatuses, st.ContainerStatuses)
+	ready := st.Phase == v1.PodRunning
+	for _, cs := range st.ContainerStatuses {
+		ready = ready && cs.Ready
+	}
+	now := metav1.NewTime(in.now)
+	cond := func(t v1.PodConditionType, ok bool, reason string) v1.PodCondition {
+		c := v1.PodCondition{Type: t, Status: v1.ConditionFalse, LastTransitionTime: now, Reason: reason}
+		if ok {
+			c.Status, c.Reason = v1.ConditionTrue, ""
+		}
+		return c
+	}
+	sandboxUp := sb.ID != "" && sb.State == pod.TaskRunning
+	st.Conditions = []v1.PodCondition{
+		cond(v1.PodReadyToStartContainers, sandboxUp, ""),
+		cond(v1.PodInitialized, initialized, "ContainersNotInitialized"),
+		cond(v1.PodReady, ready, "ContainersNotReady"),
+		cond(v1.ContainersReady, ready, "ContainersNotReady"),
+		cond(v1.PodScheduled, true, ""),
+	}
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		st.Conditions[2].Reason, st.Conditions[3].Reason = "PodCompleted", "PodCompleted"
+	}
+	p.Status = st
+	return p
+}
+
+// containerStatus describes container c from its records (newest first).
+func containerStatus(c *v1.Container, recs []pod.Record, w waitingState, policy v1.RestartPolicy, noSandbox bool) v1.ContainerStatus {
+	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+	if len(recs) == 0 {
+		reason := "ContainerCreating"
+		if w.reason != "" {
+			reason = w.reason
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason, Message: w.message}
+		return cs
+	}
+	last := recs[0]
+	cs.ContainerID = "containerd://" + last.ID
+	cs.ImageID = last.ImageID
+	cs.RestartCount = int32(last.Attempt)
+	switch last.State {
+	case pod.TaskRunning:
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(last.StartedAt)}
+		started := true
+		cs.Started = &started
+		cs.Ready = true
+		if len(recs) > 1 && recs[1].State == pod.TaskExited {
+			cs.LastTerminationState.Terminated = terminated(recs[1])
+		}
+	case pod.TaskExited:
+		f := false
+		cs.Started = &f
+		if restarts(policy, last.ExitCode) && w.reason != "" && !noSandbox {
+			cs.State.Waiting = &v1.ContainerStateWaiting{Reason: w.reason, Message: w.message}
+			cs.LastTerminationState.Terminated = terminated(last)
+		} else {
+			cs.State.Terminated = terminated(last)
+			if len(recs) > 1 && recs[1].State == pod.TaskExited {
+				cs.LastTerminationState.Terminated = terminated(recs[1])
+			}
+		}
+	default:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	}
+	return cs
+}
+
+func terminated(r pod.Record) *v1.ContainerStateTerminated {
+	reason := "Completed"
+	if r.ExitCode != 0 {
+		reason = "Error"
+	}
+	return &v1.ContainerStateTerminated{
+		ExitCode:    r.ExitCode,
+		Reason:      reason,
+		StartedAt:   metav1.NewTime(r.StartedAt),
+		FinishedAt:  metav1.NewTime(r.FinishedAt),
+		ContainerID: "containerd://" + r.ID,
+	}
+}
+
+// initializedFrom tells whether every init container succeeded, or app
+// containers have already been started.
+func initializedFrom(inits, apps []v1.ContainerStatus) bool {
+	for _, cs := range apps {
+		if cs.ContainerID != "" {
+			return true
+		}
+	}
+	for _, cs := range inits {
+		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// phase follows the kubelet's rules for a pod's phase.
+func phase(policy v1.RestartPolicy, initialized bool, inits, apps []v1.ContainerStatus) v1.PodPhase {
+	if !initialized {
+		for _, cs := range inits {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && policy == v1.RestartPolicyNever {
+				return v1.PodFailed
+			}
+		}
+		return v1.PodPending
+	}
+	var running, waitingNew, stopped, succeeded, failed int
+	for _, cs := range apps {
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			} else {
+				failed++
+			}
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil:
+			// Restarting after an exit: it has run.
+			running++
+		default:
+			waitingNew++
+		}
+	}
+	switch {
+	case waitingNew > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped == len(apps) && len(apps) > 0:
+		switch {
+		case policy == v1.RestartPolicyAlways:
+			return v1.PodRunning
+		case policy == v1.RestartPolicyOnFailure && failed > 0:
+			return v1.PodRunning
+		case failed > 0:
+			return v1.PodFailed
+		default:
+			return v1.PodSucceeded
+		}
+	}
+	return v1.PodPending
+}
+
+// qosClass is the pod's quality-of-service class as Kubernetes defines it.
+func qosClass(spec *v1.PodSpec) v1.PodQOSClass {
+	all := append(append([]v1.Container(nil), spec.InitContainers...), spec.Containers...)
+	anySet, guaranteed := false, true
+	for _, c := range all {
+		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if hasReq || hasLim {
+				anySet = true
+			}
+			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !anySet:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	default:
+		return v1.PodQOSBurstable
+	}
+}

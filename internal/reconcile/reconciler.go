@@ -1,0 +1,236 @@
+// Package reconcile is staticlet's control loop. It compares the desired
+// pods (whole sets from the sources) with what the runtime reports and
+// drives one worker per pod through its life: sandbox, init containers, app
+// containers, restarts with backoff, replacement when a manifest changes,
+// graceful termination and clean-up. It declares the runtime and reporter
+// it needs and owns no containerd code.
+//
+// Reconciliation is level-triggered: every trigger (a new desired set, a
+// task exit, a periodic resync) makes the pod's worker list the pod's
+// containers again and converge; doing a step twice does nothing more.
+// Nothing is stopped before the sources have been read once, and stopping
+// staticlet stops no pod.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// Runtime is what the reconciler needs of the container runtime.
+type Runtime interface {
+	PodContainers(ctx context.Context, key pod.Key) ([]pod.Record, error)
+	AllContainers(ctx context.Context) ([]pod.Record, error)
+	CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error)
+	StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error)
+	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	RemoveContainer(ctx context.Context, id string) error
+	RemovePodFiles(namespace, name, uid string) error
+}
+
+// Reporter receives the observed state the reconciler computes.
+type Reporter interface {
+	SetPod(p *v1.Pod)
+	DeletePod(key pod.Key)
+	Event(e pod.Event)
+	// SetReady is called once every source has been read and the first
+	// reconcile pass issued.
+	SetReady()
+}
+
+// Config configures a Reconciler.
+type Config struct {
+	Runtime  Runtime
+	Reporter Reporter
+	// Backoff spaces restarts; zero fields take staticlet's defaults.
+	Backoff Backoff
+	// Resync is how often every pod is looked at with no trigger; default 20s.
+	Resync time.Duration
+	// HostIP is the node's address, reported as hostIP (and podIP under
+	// hostNetwork).
+	HostIP string
+	Logger *slog.Logger
+	// Now is the clock; time.Now by default.
+	Now func() time.Time
+}
+
+// Reconciler runs the control loop.
+type Reconciler struct {
+	cfg       Config
+	heartbeat atomic.Int64 // unix nanos of the loop's last turn
+}
+
+// New returns a Reconciler; it starts nothing.
+func New(cfg Config) *Reconciler {
+	if cfg.Backoff.Initial == 0 {
+		cfg.Backoff.Initial = time.Second
+	}
+	if cfg.Backoff.Max == 0 {
+		cfg.Backoff.Max = 5 * time.Minute
+	}
+	if cfg.Backoff.Reset == 0 {
+		cfg.Backoff.Reset = 10 * time.Minute
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = 20 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Reconciler{cfg: cfg}
+}
+
+// heartbeatPeriod is how often the loop turns with nothing else to do, so
+// that Alive can tell a live loop from a stuck one.
+const heartbeatPeriod = 2 * time.Second
+
+// Alive tells whether the loop turned recently: the watchdog's question.
+func (r *Reconciler) Alive() bool {
+	last := time.Unix(0, r.heartbeat.Load())
+	return time.Since(last) < 5*heartbeatPeriod
+}
+
+// Run reconciles until ctx ends. desired carries whole sets of pods, the
+// first once every source has been read; exits carries task exits (an
+// empty ContainerID means exits may have been missed). Pods keep running
+// when Run returns.
+func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <-chan pod.TaskExit) error {
+	r.heartbeat.Store(time.Now().UnixNano())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	workers := map[pod.Key]*worker{}
+	done := make(chan *worker)
+	start := func(key pod.Key, p *pod.Pod) {
+		w := newWorker(key, &r.cfg)
+		w.desired = p
+		workers[key] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, r.cfg.Logger.Warn)
+			select {
+			case done <- w:
+			case <-ctx.Done():
+			}
+		}()
+		w.poke()
+	}
+	apply := func(set []*pod.Pod) {
+		want := make(map[pod.Key]*pod.Pod, len(set))
+		for _, p := range set {
+			want[p.Key()] = p
+		}
+		for key, p := range want {
+			if w, ok := workers[key]; !ok || !w.set(p) {
+				start(key, p)
+			}
+		}
+		for key, w := range workers {
+			if _, ok := want[key]; !ok {
+				if !w.set(nil) {
+					delete(workers, key)
+				}
+			}
+		}
+	}
+
+	// Nothing is started or stopped before the sources have been read once.
+	var first []*pod.Pod
+	select {
+	case <-ctx.Done():
+		return nil
+	case first = <-desired:
+	}
+	if err := r.adopt(ctx, first, start); err != nil {
+		return err
+	}
+	apply(first)
+	r.cfg.Reporter.SetReady()
+
+	resync := time.NewTicker(r.cfg.Resync)
+	defer resync.Stop()
+	beat := time.NewTicker(heartbeatPeriod)
+	defer beat.Stop()
+	for {
+		r.heartbeat.Store(time.Now().UnixNano())
+		select {
+		case <-ctx.Done():
+			return nil
+		case set := <-desired:
+			apply(set)
+		case e := <-exits:
+			if e.ContainerID == "" {
+				for _, w := range workers {
+					w.poke()
+				}
+				continue
+			}
+			if w, ok := workers[e.Pod]; ok {
+				w.poke()
+			} else {
+				// A container of a pod no worker owns: clean it up.
+				start(e.Pod, nil)
+			}
+		case w := <-done:
+			if workers[w.key] == w {
+				delete(workers, w.key)
+			}
+		case <-resync.C:
+			for _, w := range workers {
+				w.poke()
+			}
+		case <-beat.C:
+		}
+	}
+}
+
+// adopt looks at every container staticlet has in the runtime and starts a
+// removing worker for each pod that is no longer desired; desired pods are
+// adopted by their workers' first pass, which finds their containers
+// running and leaves them be.
+func (r *Reconciler) adopt(ctx context.Context, desired []*pod.Pod, start func(pod.Key, *pod.Pod)) error {
+	var recs []pod.Record
+	for {
+		var err error
+		recs, err = r.cfg.Runtime.AllContainers(ctx)
+		if err == nil {
+			break
+		}
+		r.cfg.Logger.Warn("listing containers for adoption; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	want := map[pod.Key]bool{}
+	for _, p := range desired {
+		want[p.Key()] = true
+	}
+	orphans := map[pod.Key]bool{}
+	for _, rec := range recs {
+		if !want[rec.Pod] && !orphans[rec.Pod] {
+			orphans[rec.Pod] = true
+			r.cfg.Logger.Info("removing pod with no manifest", "pod", rec.Pod.String())
+			start(rec.Pod, nil)
+		}
+	}
+	if n := len(recs); n > 0 {
+		r.cfg.Logger.Info(fmt.Sprintf("found %d containers at start", n), "orphaned pods", len(orphans))
+	}
+	return nil
+}

@@ -1,0 +1,507 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// defaultGrace is the grace period for a pod staticlet finds running but has
+// no manifest for, such as one left by an earlier run whose file is gone.
+const defaultGrace = 30 * time.Second
+
+// sandboxGrace is how long the pause process gets: it exits on SIGTERM.
+const sandboxGrace = 2 * time.Second
+
+// worker drives one pod through its life. Only its own goroutine calls sync;
+// the reconciler's loop hands it new desired specs through set and wakes it.
+type worker struct {
+	key     pod.Key
+	rt      Runtime
+	rep     Reporter
+	backoff Backoff
+	now     func() time.Time
+	hostIP  string
+
+	wake chan struct{}
+
+	// mu guards the fields below, shared with the reconciler's loop.
+	mu      sync.Mutex
+	desired *pod.Pod // nil: the pod must go
+	exited  bool     // the goroutine has returned after removing the pod
+
+	// Owned by the worker's goroutine.
+	last     *pod.Pod           // the last desired pod, for its grace period once it is removed
+	streaks  map[string]*streak // restart backoff per container name
+	waiting  map[string]waitingState
+	attempts map[string]int // restart counts carried across a sandbox re-creation
+	termSent bool           // a terminal pod's sandbox has been stopped
+}
+
+// waitingState is why a container is not running, when a start failed.
+type waitingState struct {
+	reason, message string
+}
+
+func newWorker(key pod.Key, cfg *Config) *worker {
+	return &worker{
+		key:      key,
+		rt:       cfg.Runtime,
+		rep:      cfg.Reporter,
+		backoff:  cfg.Backoff,
+		now:      cfg.Now,
+		hostIP:   cfg.HostIP,
+		wake:     make(chan struct{}, 1),
+		streaks:  map[string]*streak{},
+		waiting:  map[string]waitingState{},
+		attempts: map[string]int{},
+	}
+}
+
+// set hands the worker a new desired pod (nil to remove it). It reports
+// false when the worker has already exited, so the caller starts another.
+func (w *worker) set(p *pod.Pod) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.exited {
+		return false
+	}
+	w.desired = p
+	w.poke()
+	return true
+}
+
+// poke asks the worker to look at its pod again.
+func (w *worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the worker's goroutine. It returns when ctx ends, leaving the pod
+// running, or once a removed pod is completely gone.
+func (w *worker) run(ctx context.Context, logf func(msg string, args ...any)) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-timer.C:
+		}
+		w.mu.Lock()
+		p := w.desired
+		w.mu.Unlock()
+
+		var again time.Duration
+		var err error
+		if p == nil {
+			err = w.remove(ctx)
+			if err == nil && w.tryExit() {
+				return
+			}
+		} else {
+			again, err = w.sync(ctx, p)
+			w.last = p
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			logf("syncing pod", "pod", w.key.String(), "err", err)
+			// Level-triggered: try again soon, whatever failed.
+			if again == 0 || again > time.Second {
+				again = time.Second
+			}
+		}
+		if again > 0 {
+			timer.Reset(again)
+		}
+	}
+}
+
+// tryExit marks the worker exited unless a new desired pod arrived meanwhile.
+func (w *worker) tryExit() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.desired != nil {
+		return false
+	}
+	w.exited = true
+	return true
+}
+
+// grace is the termination grace period of the pod as last specified.
+func (w *worker) grace() time.Duration {
+	if w.last != nil && w.last.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*w.last.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return defaultGrace
+}
+
+// remove terminates everything the pod has and deletes it.
+func (w *worker) remove(ctx context.Context) error {
+	recs, err := w.rt.PodContainers(ctx, w.key)
+	if err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		w.event("", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed")
+	}
+	if err := w.terminate(ctx, recs, w.grace()); err != nil {
+		return err
+	}
+	uids := map[string]bool{}
+	for _, r := range recs {
+		uids[r.PodUID] = true
+	}
+	var errs []error
+	for uid := range uids {
+		if err := w.rt.RemovePodFiles(w.key.Namespace, w.key.Name, uid); err != nil {
+			errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", w.key, err))
+		}
+	}
+	w.rep.DeletePod(w.key)
+	return errors.Join(errs...)
+}
+
+// terminate stops the containers among recs in parallel, each with grace,
+// then their sandboxes, and removes them all. It returns when every process
+// is gone, so a replacement never overlaps with what it replaces.
+func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Duration) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	stop := func(r pod.Record, g time.Duration) {
+		defer wg.Done()
+		err := w.rt.StopContainer(ctx, r.ID, g)
+		if err == nil {
+			err = w.rt.RemoveContainer(ctx, r.ID)
+		}
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}
+	for _, r := range recs {
+		if r.Kind != pod.KindSandbox {
+			if r.State == pod.TaskRunning {
+				w.event(r.Name, pod.EventNormal, "Killing", fmt.Sprintf("Stopping container %s", r.Name))
+			}
+			wg.Add(1)
+			go stop(r, grace)
+		}
+	}
+	wg.Wait()
+	for _, r := range recs {
+		if r.Kind == pod.KindSandbox {
+			wg.Add(1)
+			go stop(r, sandboxGrace)
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// sync converges pod p one step and reports its status. It returns how soon
+// it wants to look again (0: at the next event).
+func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
+	recs, err := w.rt.PodContainers(ctx, w.key)
+	if err != nil {
+		return 0, err
+	}
+	v := newView(recs)
+	sb, ok := v.current(p)
+	if ok && sb.State != pod.TaskRunning && !w.terminal(p, v, sb.ID) {
+		// The sandbox died under a pod that should still run: replace it.
+		w.event("", pod.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
+		ok = false
+	}
+	keep := ""
+	if ok {
+		keep = sb.ID
+	}
+	if stale := v.stale(keep); len(stale) > 0 {
+		w.noteAttempts(v, p)
+		if err := w.terminate(ctx, stale, w.replaceGrace(p)); err != nil {
+			return 0, err
+		}
+	}
+	if !ok {
+		rec, err := w.rt.CreateSandbox(ctx, p)
+		if err != nil {
+			w.event("", pod.EventWarning, "FailedCreatePodSandBox", err.Error())
+			return 0, err
+		}
+		sb = rec
+		v = newView([]pod.Record{rec})
+		w.termSent = false
+	}
+	again, err := w.converge(ctx, p, sb, v)
+	if err2 := w.reportFresh(ctx, p, sb); err == nil {
+		err = err2
+	}
+	return again, err
+}
+
+// replaceGrace is the grace for containers being replaced: that of the
+// spec they were started for, when this worker has seen it, else p's.
+func (w *worker) replaceGrace(p *pod.Pod) time.Duration {
+	if w.last == nil {
+		w.last = p
+	}
+	return w.grace()
+}
+
+// noteAttempts remembers restart counts before a dead sandbox of the same
+// pod is replaced, so that restartCount keeps counting across it. A pod
+// whose spec changed starts counting afresh, as with the kubelet.
+func (w *worker) noteAttempts(v view, p *pod.Pod) {
+	for _, s := range v.sandboxes {
+		if s.Hash != p.SandboxHash {
+			continue
+		}
+		for name, rs := range v.byName {
+			for _, r := range rs {
+				if r.SandboxID == s.ID && r.Attempt+1 > w.attempts[name] {
+					w.attempts[name] = r.Attempt + 1
+				}
+			}
+		}
+	}
+}
+
+// converge runs init containers to completion, then keeps the app
+// containers as the spec and restart policy say.
+func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view) (time.Duration, error) {
+	now := w.now()
+	var wakeAt time.Time
+	later := func(t time.Time) {
+		if wakeAt.IsZero() || t.Before(wakeAt) {
+			wakeAt = t
+		}
+	}
+	var errs []error
+	initDone := w.initDone(p, sb, v)
+	if !initDone {
+		for i := range p.Spec.InitContainers {
+			c := &p.Spec.InitContainers[i]
+			recs := v.in(sb.ID, c.Name)
+			if len(recs) > 0 && recs[0].State == pod.TaskExited && recs[0].ExitCode == 0 && recs[0].Hash == pod.ContainerHash(c) {
+				continue // done
+			}
+			st := decideContainer(c, recs, initPolicy(p.Spec.RestartPolicy), w.backoff, w.streak(c.Name), now)
+			if st.kind == stepWait {
+				later(st.until)
+				w.waitingBackOff(p, c.Name, st.until, now)
+			} else if err := w.apply(ctx, p, sb, c, pod.KindInit, st); err != nil {
+				errs = append(errs, err)
+			}
+			break // one init container at a time
+		}
+	} else {
+		for i := range p.Spec.Containers {
+			c := &p.Spec.Containers[i]
+			st := decideContainer(c, v.in(sb.ID, c.Name), p.Spec.RestartPolicy, w.backoff, w.streak(c.Name), now)
+			if st.kind == stepWait {
+				later(st.until)
+				w.waitingBackOff(p, c.Name, st.until, now)
+				continue
+			}
+			if err := w.apply(ctx, p, sb, c, pod.KindApp, st); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := w.removeUnwanted(ctx, p, sb, v); err != nil {
+		errs = append(errs, err)
+	}
+	if initDone && w.terminal(p, v, sb.ID) && !w.termSent {
+		// Nothing will run in this pod again: let the sandbox go, keep the
+		// exited containers for their status.
+		if err := w.rt.StopContainer(ctx, sb.ID, sandboxGrace); err != nil {
+			errs = append(errs, err)
+		} else {
+			w.termSent = true
+		}
+	}
+	var again time.Duration
+	if !wakeAt.IsZero() {
+		again = max(wakeAt.Sub(now), time.Millisecond)
+	}
+	return again, errors.Join(errs...)
+}
+
+// initDone tells whether the pod's init containers have all succeeded in
+// sandbox sb. A sandbox with app containers was initialised, even if the
+// init containers' records are gone.
+func (w *worker) initDone(p *pod.Pod, sb pod.Record, v view) bool {
+	for i := range p.Spec.Containers {
+		if len(v.in(sb.ID, p.Spec.Containers[i].Name)) > 0 {
+			return true
+		}
+	}
+	for i := range p.Spec.InitContainers {
+		recs := v.in(sb.ID, p.Spec.InitContainers[i].Name)
+		if len(recs) == 0 || recs[0].State != pod.TaskExited || recs[0].ExitCode != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// terminal tells whether nothing in the pod will run again: every app
+// container exited and its restart policy does not restart it, or an init
+// container failed under restartPolicy Never.
+func (w *worker) terminal(p *pod.Pod, v view, sb string) bool {
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		if recs := v.latest(sb, c.Name); recs != nil && recs.State == pod.TaskExited && recs.ExitCode != 0 &&
+			p.Spec.RestartPolicy == v1.RestartPolicyNever {
+			return true
+		}
+	}
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		r := v.latest(sb, c.Name)
+		if r == nil || r.State != pod.TaskExited || r.Hash != pod.ContainerHash(c) || restarts(p.Spec.RestartPolicy, r.ExitCode) {
+			return false
+		}
+	}
+	return len(p.Spec.Containers) > 0
+}
+
+// latest returns the newest record of name in sandbox sb, or in any sandbox
+// when sb is empty.
+func (v view) latest(sb, name string) *pod.Record {
+	for _, r := range v.byName[name] {
+		if sb == "" || r.SandboxID == sb {
+			return &r
+		}
+	}
+	return nil
+}
+
+func (w *worker) streak(name string) *streak {
+	s, ok := w.streaks[name]
+	if !ok {
+		s = &streak{}
+		w.streaks[name] = s
+	}
+	return s
+}
+
+// waitingBackOff records that container name waits in CrashLoopBackOff and
+// says so once per restart.
+func (w *worker) waitingBackOff(p *pod.Pod, name string, until, now time.Time) {
+	msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", until.Sub(now).Round(time.Second), name, p.Name)
+	if cur, ok := w.waiting[name]; !ok || cur.reason != "CrashLoopBackOff" {
+		w.event(name, pod.EventWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", name, p.Name))
+	}
+	w.waiting[name] = waitingState{reason: "CrashLoopBackOff", message: msg}
+}
+
+// apply carries out one step for container c.
+func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, c *v1.Container, kind pod.ContainerKind, st step) error {
+	switch st.kind {
+	case stepNone, stepWait:
+		return nil
+	case stepReplace:
+		w.event(c.Name, pod.EventNormal, "Killing", fmt.Sprintf("Container %s definition changed, will be restarted", c.Name))
+		if err := w.rt.StopContainer(ctx, st.id, w.replaceGrace(p)); err != nil {
+			return err
+		}
+		if err := w.rt.RemoveContainer(ctx, st.id); err != nil {
+			return err
+		}
+		// The new spec starts without the old one's backoff.
+		delete(w.streaks, c.Name)
+	case stepClear:
+		if err := w.rt.RemoveContainer(ctx, st.id); err != nil {
+			return err
+		}
+	}
+	attempt := max(st.attempt, w.attempts[c.Name])
+	rec, err := w.rt.StartContainer(ctx, pod.ContainerRequest{Pod: p, Sandbox: sb, Container: c, Kind: kind, Attempt: attempt})
+	if err != nil {
+		reason := pod.WaitingReason(err, "CreateContainerError")
+		if cur := w.waiting[c.Name]; cur.reason != reason || cur.message != err.Error() {
+			w.event(c.Name, pod.EventWarning, "Failed", err.Error())
+		}
+		w.waiting[c.Name] = waitingState{reason: reason, message: err.Error()}
+		return fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)
+	}
+	delete(w.waiting, c.Name)
+	delete(w.attempts, c.Name)
+	w.event(c.Name, pod.EventNormal, "Started", fmt.Sprintf("Started container %s (%s)", c.Name, shortID(rec.ID)))
+	return nil
+}
+
+// removeUnwanted stops and removes containers the spec no longer has, and
+// all but the newest two records of each name (the newest is the current
+// container, the one before it gives lastState and previous logs).
+func (w *worker) removeUnwanted(ctx context.Context, p *pod.Pod, sb pod.Record, v view) error {
+	want := map[string]bool{}
+	for _, c := range p.Spec.InitContainers {
+		want[c.Name] = true
+	}
+	for _, c := range p.Spec.Containers {
+		want[c.Name] = true
+	}
+	var unwanted []pod.Record
+	for name, rs := range v.byName {
+		for i, r := range rs {
+			if r.SandboxID != sb.ID {
+				continue
+			}
+			if !want[name] || i >= 2 {
+				unwanted = append(unwanted, r)
+			}
+		}
+	}
+	if len(unwanted) == 0 {
+		return nil
+	}
+	return w.terminate(ctx, unwanted, w.replaceGrace(p))
+}
+
+// reportFresh lists the pod again and reports its status.
+func (w *worker) reportFresh(ctx context.Context, p *pod.Pod, sb pod.Record) error {
+	recs, err := w.rt.PodContainers(ctx, w.key)
+	if err != nil {
+		return err
+	}
+	v := newView(recs)
+	if cur, ok := v.current(p); ok {
+		sb = cur
+	}
+	w.report(p, v, sb)
+	return nil
+}
+
+func (w *worker) report(p *pod.Pod, v view, sb pod.Record) {
+	w.rep.SetPod(buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: w.waiting, hostIP: w.hostIP, now: w.now()}))
+}
+
+func (w *worker) event(container, typ, reason, msg string) {
+	w.rep.Event(pod.Event{Time: w.now(), Pod: w.key.String(), Container: container, Type: typ, Reason: reason, Message: msg})
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+)
+
+// killWait bounds the wait for a process to die after SIGKILL.
+const killWait = 10 * time.Second
+
+// StopContainer stops container id's process: SIGTERM, then SIGKILL once
+// grace has passed. It returns when the process has exited, or at once if
+// it is not running.
+func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	nctx, cancel := r.call(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(nctx, id)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading container %s: %w", id, err)
+	}
+	t, err := c.Task(nctx, nil)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading the task of container %s: %w", id, err)
+	}
+	st, err := t.Status(nctx)
+	if err != nil {
+		return fmt.Errorf("reading the state of container %s: %w", id, err)
+	}
+	if st.Status == client.Stopped {
+		return nil
+	}
+	// The wait is long-lived: it must outlast the per-call deadline.
+	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
+	defer wcancel()
+	exited, err := t.Wait(wctx)
+	if err != nil {
+		return fmt.Errorf("waiting on container %s: %w", id, err)
+	}
+	if err := t.Kill(nctx, syscall.SIGTERM); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("signalling container %s: %w", id, err)
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+	}
+	kctx, kcancel := r.call(ctx)
+	defer kcancel()
+	if err := t.Kill(kctx, syscall.SIGKILL, client.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("killing container %s: %w", id, err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(killWait):
+		return fmt.Errorf("container %s still running %s after SIGKILL", id, killWait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

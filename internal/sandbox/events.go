@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/v2/core/events"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// resubscribeDelay spaces attempts to re-subscribe after containerd's event
+// stream broke (containerd restarting, say).
+const resubscribeDelay = time.Second
+
+// Exits subscribes to containerd's task-exit events and sends one TaskExit
+// per exited container of staticlet's, until ctx ends. Before sending, it
+// writes the exit into the container's labels and deletes the task, so the
+// shim goes away and the exit survives it. When the stream breaks and is
+// re-established, it sends a TaskExit with an empty ContainerID: exits may
+// have been missed, and every pod should be looked at again.
+func (r *Runtime) Exits(ctx context.Context, out chan<- pod.TaskExit) error {
+	filter := fmt.Sprintf(`topic=="/tasks/exit",namespace==%q`, r.cfg.Namespace)
+	first := true
+	for {
+		sctx, cancel := context.WithCancel(ctx)
+		evs, errs := r.client.Subscribe(sctx, filter)
+		if !first {
+			select {
+			case out <- pod.TaskExit{}:
+			case <-ctx.Done():
+				cancel()
+				return nil
+			}
+		}
+		first = false
+		err := r.forwardExits(ctx, evs, errs, out)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.cfg.Logger.Warn("containerd event stream broke; subscribing again", "err", err)
+		select {
+		case <-time.After(resubscribeDelay):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope, errs <-chan error, out chan<- pod.TaskExit) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			return err
+		case env := <-evs:
+			if env == nil || env.Event == nil {
+				continue
+			}
+			v, err := typeurl.UnmarshalAny(env.Event)
+			if err != nil {
+				r.cfg.Logger.Warn("decoding a containerd event", "topic", env.Topic, "err", err)
+				continue
+			}
+			e, ok := v.(*apievents.TaskExit)
+			// Exits of exec'd processes have their own ID; only the main
+			// process ends a container.
+			if !ok || e.ID != e.ContainerID {
+				continue
+			}
+			exit := pod.TaskExit{ContainerID: e.ContainerID, ExitCode: e.ExitStatus, ExitedAt: e.ExitedAt.AsTime()}
+			key, err := r.settleExit(ctx, exit)
+			if err != nil {
+				r.cfg.Logger.Warn("recording a container exit", "container", e.ContainerID, "err", err)
+			}
+			if key == (pod.Key{}) {
+				continue // not staticlet's, or already removed
+			}
+			exit.Pod = key
+			select {
+			case out <- exit:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+}
+
+// settleExit keeps an exit in the container's labels and deletes its task.
+// It returns the pod the container belongs to, or a zero key when the
+// container is gone or not staticlet's.
+func (r *Runtime) settleExit(ctx context.Context, e pod.TaskExit) (pod.Key, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(ctx, e.ContainerID)
+	if errdefs.IsNotFound(err) {
+		return pod.Key{}, nil
+	}
+	if err != nil {
+		return pod.Key{}, fmt.Errorf("loading container %s: %w", e.ContainerID, err)
+	}
+	labels, err := c.Labels(ctx)
+	if err != nil {
+		return pod.Key{}, fmt.Errorf("reading labels of container %s: %w", e.ContainerID, err)
+	}
+	key := pod.Key{Namespace: labels[LabelPodNamespace], Name: labels[LabelPodName]}
+	if key.Name == "" {
+		return pod.Key{}, nil
+	}
+	if _, err := c.SetLabels(ctx, map[string]string{
+		LabelExitCode:   strconv.FormatUint(uint64(e.ExitCode), 10),
+		LabelFinishedAt: e.ExitedAt.UTC().Format(time.RFC3339Nano),
+	}); err != nil {
+		return key, fmt.Errorf("recording the exit of container %s: %w", e.ContainerID, err)
+	}
+	if t, err := c.Task(ctx, nil); err == nil {
+		if _, err := t.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+			return key, fmt.Errorf("deleting the exited task of container %s: %w", e.ContainerID, err)
+		}
+	}
+	return key, nil
+}
+

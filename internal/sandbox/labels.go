@@ -1,0 +1,48 @@
+package sandbox
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// podLabels are the labels every container of p carries.
+func podLabels(p *pod.Pod, kind pod.ContainerKind) map[string]string {
+	return map[string]string{
+		LabelPodName:      p.Name,
+		LabelPodNamespace: p.Namespace,
+		LabelPodUID:       string(p.UID),
+		LabelKind:         string(kind),
+	}
+}
+
+// recordFromLabels rebuilds what staticlet knew of a container when it
+// created it.
+func recordFromLabels(id string, labels map[string]string, created time.Time) pod.Record {
+	attempt, _ := strconv.Atoi(labels[LabelAttempt])
+	rec := pod.Record{
+		ID:        id,
+		Pod:       pod.Key{Namespace: labels[LabelPodNamespace], Name: labels[LabelPodName]},
+		PodUID:    labels[LabelPodUID],
+		Kind:      pod.ContainerKind(labels[LabelKind]),
+		Name:      labels[LabelContainer],
+		Hash:      labels[LabelHash],
+		Attempt:   attempt,
+		SandboxID: labels[LabelSandboxID],
+		Image:     labels[LabelImageRef],
+		ImageID:   labels[LabelImageID],
+		State:     pod.TaskCreated,
+		CreatedAt: created,
+		StartedAt: created,
+	}
+	// A container whose task is gone keeps its exit in labels written when
+	// it exited.
+	if code, ok := labels[LabelExitCode]; ok {
+		c, _ := strconv.ParseInt(code, 10, 32)
+		rec.State = pod.TaskExited
+		rec.ExitCode = int32(c)
+		rec.FinishedAt, _ = time.Parse(time.RFC3339Nano, labels[LabelFinishedAt])
+	}
+	return rec
+}

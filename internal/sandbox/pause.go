@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// pauseRoot is the read-only root every pause sandbox runs from.
+func pauseRoot(rootDir string) string { return filepath.Join(rootDir, "pause", "rootfs") }
+
+// pauseProgram is the pause program's path inside its root.
+const pauseProgram = "/pause"
+
+// preparePauseRoot makes dir a root holding a copy of the static program bin
+// and the empty mount points runc needs. The copy is refreshed only when bin
+// changed, through a rename so that running sandboxes keep their file.
+func preparePauseRoot(bin, dir string) error {
+	for _, d := range []string{"proc", "dev", "sys", "etc"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return fmt.Errorf("preparing the pause root: %w", err)
+		}
+	}
+	src, err := os.Stat(bin)
+	if err != nil {
+		return fmt.Errorf("preparing the pause root: %w", err)
+	}
+	dst := filepath.Join(dir, pauseProgram)
+	if cur, err := os.Stat(dst); err == nil && cur.Size() == src.Size() && cur.ModTime().Equal(src.ModTime()) {
+		return nil
+	}
+	in, err := os.Open(bin)
+	if err != nil {
+		return fmt.Errorf("preparing the pause root: %w", err)
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(dir, ".pause-*")
+	if err != nil {
+		return fmt.Errorf("preparing the pause root: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return fmt.Errorf("copying the pause program: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return fmt.Errorf("copying the pause program: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("copying the pause program: %w", err)
+	}
+	if err := os.Chtimes(tmp.Name(), src.ModTime(), src.ModTime()); err != nil {
+		return fmt.Errorf("copying the pause program: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("installing the pause program: %w", err)
+	}
+	return nil
+}
+
+// Pause is the body of a pod's pause sandbox: it holds the pod's namespaces
+// open, reaps orphans when it is the pod's PID 1, and exits 0 on SIGTERM or
+// SIGINT. It returns the exit code.
+func Pause() int {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGCHLD)
+	for s := range sigs {
+		if s != unix.SIGCHLD {
+			return 0
+		}
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,159 @@
+// Package sandbox is staticlet's only link to containerd. It creates a pod's
+// pause sandbox and containers, stops and removes them, lists them by label
+// so a restarted staticlet can adopt them, resolves images, and turns
+// containerd's task-exit events into data for the reconciler. It decides
+// nothing: what to run and when is the reconciler's business.
+//
+// Every method takes a context and is safe for concurrent use; calls for
+// different pods never wait on each other.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+)
+
+// Labels staticlet puts on every containerd container it creates. They carry
+// everything a restarted staticlet needs to rebuild its state.
+const (
+	labelPrefix       = "io.staticlet."
+	LabelPodName      = labelPrefix + "pod.name"
+	LabelPodNamespace = labelPrefix + "pod.namespace"
+	LabelPodUID       = labelPrefix + "pod.uid"
+	LabelKind         = labelPrefix + "kind"
+	LabelContainer    = labelPrefix + "container.name"
+	LabelHash         = labelPrefix + "hash"
+	LabelAttempt      = labelPrefix + "attempt"
+	LabelSandboxID    = labelPrefix + "sandbox.id"
+	LabelImageRef     = labelPrefix + "image.ref"
+	LabelImageID      = labelPrefix + "image.id"
+	LabelExitCode     = labelPrefix + "exit.code"
+	LabelFinishedAt   = labelPrefix + "exit.time"
+)
+
+// runcRuntime is the containerd runtime shim staticlet uses.
+const runcRuntime = "io.containerd.runc.v2"
+
+// Config configures a Runtime.
+type Config struct {
+	// Address is containerd's socket.
+	Address string
+	// Namespace is the containerd namespace that holds staticlet's objects.
+	Namespace string
+	// RootDir holds per-pod state and the pause root (DESIGN.md's on-disk layout).
+	RootDir string
+	// PodLogsDir is where container output goes.
+	PodLogsDir string
+	// PauseBinary is the static program copied into the pause root and run
+	// with PauseArgs; the staticlet binary itself by default.
+	PauseBinary string
+	// PauseArgs are the arguments after the program; default ["pause"].
+	PauseArgs []string
+	// Snapshotter unpacks images; default overlayfs.
+	Snapshotter string
+	// CallTimeout bounds each containerd call; default 30s.
+	CallTimeout time.Duration
+	// Logger receives what is worth knowing and not an error of a call.
+	Logger *slog.Logger
+}
+
+// Runtime drives containerd for staticlet.
+type Runtime struct {
+	cfg    Config
+	client *client.Client
+	pulls  *pullGroup
+}
+
+// New connects to containerd and prepares the pause root. It starts nothing.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "staticlet"
+	}
+	if cfg.Snapshotter == "" {
+		cfg.Snapshotter = "overlayfs"
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = 30 * time.Second
+	}
+	if len(cfg.PauseArgs) == 0 {
+		cfg.PauseArgs = []string{"pause"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PauseBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the pause program: %w", err)
+		}
+		cfg.PauseBinary = exe
+	}
+	if err := preparePauseRoot(cfg.PauseBinary, pauseRoot(cfg.RootDir)); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg.Address, client.WithDefaultNamespace(cfg.Namespace), client.WithTimeout(10*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to containerd at %s: %w", cfg.Address, err)
+	}
+	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup()}, nil
+}
+
+// Close releases the connection to containerd.
+func (r *Runtime) Close() error { return r.client.Close() }
+
+// Ping checks that containerd answers.
+func (r *Runtime) Ping(ctx context.Context) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	if _, err := r.client.Version(ctx); err != nil {
+		return fmt.Errorf("asking containerd for its version: %w", err)
+	}
+	return nil
+}
+
+// call scopes ctx to staticlet's namespace with the per-call deadline.
+func (r *Runtime) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(namespaces.WithNamespace(ctx, r.cfg.Namespace), r.cfg.CallTimeout)
+}
+
+// nsContext scopes ctx to staticlet's namespace, with no deadline of its
+// own, for calls that last as long as what they wait on.
+func (r *Runtime) nsContext(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, r.cfg.Namespace)
+}
+
+// PodDir is the directory that holds a pod's state on the host.
+func (r *Runtime) PodDir(uid string) string {
+	return filepath.Join(r.cfg.RootDir, "pods", uid)
+}
+
+// PodLogDir is the directory that holds a pod's container logs.
+func (r *Runtime) PodLogDir(namespace, name, uid string) string {
+	return filepath.Join(r.cfg.PodLogsDir, namespace+"_"+name+"_"+uid)
+}
+
+// RemovePodFiles removes a pod's state directory and logs once the pod is
+// gone.
+func (r *Runtime) RemovePodFiles(namespace, name, uid string) error {
+	return errors.Join(
+		os.RemoveAll(r.PodDir(uid)),
+		os.RemoveAll(r.PodLogDir(namespace, name, uid)),
+	)
+}
+
+// newID returns a fresh containerd object ID.
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux.
+	return hex.EncodeToString(b)
+}

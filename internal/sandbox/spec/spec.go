@@ -1,0 +1,422 @@
+// Package spec builds OCI runtime specs for a pod's sandbox and containers.
+// It is pure: it reads a pod, an image config and paths decided by its
+// caller, and returns a spec; it touches no file, process or containerd.
+package spec
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// defaultPath is the PATH a container gets when neither its image nor its
+// spec sets one.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// defaultCaps is the capability set a container gets unless it is privileged
+// or adds and drops its own: the set container runtimes have long given.
+var defaultCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+// allCaps is every capability the kernel headers this build knows of; a
+// privileged container gets them all.
+var allCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
+	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
+	"CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW",
+	"CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT",
+	"CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE",
+	"CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE",
+	"CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE",
+	"CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ",
+	"CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+}
+
+// maskedPaths and readonlyPaths hide the parts of /proc and /sys that let an
+// unprivileged container see or change the host.
+var (
+	maskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+		"/sys/firmware", "/sys/devices/virtual/powercap",
+	}
+	readonlyPaths = []string{
+		"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+	}
+)
+
+// ImageConfig is the part of an image's config that shapes its process.
+type ImageConfig struct {
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	WorkingDir string
+	User       string
+}
+
+// SandboxOptions are the host-side facts a sandbox spec needs.
+type SandboxOptions struct {
+	// Rootfs is the absolute path of the read-only root holding the pause
+	// program.
+	Rootfs string
+	// Args runs the pause program inside Rootfs.
+	Args []string
+	// CgroupsPath is the sandbox's cgroup.
+	CgroupsPath string
+}
+
+// Sandbox returns the spec of p's pause sandbox: it owns the pod's network,
+// IPC and UTS namespaces (and PID when the pod shares one), unless the pod
+// uses the host's.
+func Sandbox(p *pod.Pod, o SandboxOptions) *specs.Spec {
+	s := base()
+	s.Root = &specs.Root{Path: o.Rootfs, Readonly: true}
+	s.Process.Args = o.Args
+	s.Process.Env = []string{defaultPath}
+	s.Process.Capabilities = capSet(nil)
+	s.Process.NoNewPrivileges = true
+	s.Linux.CgroupsPath = o.CgroupsPath
+	s.Hostname = hostname(p)
+	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	if !p.Spec.HostNetwork {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace}, specs.LinuxNamespace{Type: specs.UTSNamespace})
+	} else {
+		// The host's UTS namespace comes with its network, as with the kubelet.
+		s.Hostname = ""
+	}
+	if !p.Spec.HostIPC {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace})
+	}
+	if !p.Spec.HostPID {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
+	}
+	s.Linux.Namespaces = ns
+	return s
+}
+
+// hostname is the pod's host name as the kubelet gives it: spec.hostname if
+// set, else the pod's name, cut to the 63 bytes a host name may have.
+func hostname(p *pod.Pod) string {
+	h := p.Spec.Hostname
+	if h == "" {
+		h = p.Name
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
+// ContainerOptions are the host-side facts a container spec needs.
+type ContainerOptions struct {
+	// SandboxPID is the pause process whose namespaces the container joins.
+	SandboxPID uint32
+	// Image is the config of the container's image.
+	Image ImageConfig
+	// CgroupsPath is the container's cgroup.
+	CgroupsPath string
+	// Volumes maps each of the pod's volume names to its directory or file on
+	// the host.
+	Volumes map[string]string
+}
+
+// Container returns the spec of container c of pod p. The root is the
+// container's snapshot, mounted by containerd at "rootfs".
+func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, error) {
+	s := base()
+	s.Root = &specs.Root{Path: "rootfs"}
+	args := processArgs(c, o.Image)
+	if len(args) == 0 {
+		return nil, fmt.Errorf("container %q: no command: neither the manifest nor the image sets one", c.Name)
+	}
+	s.Process.Args = args
+	s.Process.Env = env(o.Image.Env, c.Env)
+	s.Process.Cwd = "/"
+	if o.Image.WorkingDir != "" {
+		s.Process.Cwd = o.Image.WorkingDir
+	}
+	if c.WorkingDir != "" {
+		s.Process.Cwd = c.WorkingDir
+	}
+	user, err := processUser(p, c, o.Image.User)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	}
+	s.Process.User = user
+	s.Linux.CgroupsPath = o.CgroupsPath
+	applySecurity(s, p, c)
+
+	s.Linux.Namespaces = containerNamespaces(p, o.SandboxPID)
+	mounts, err := volumeMounts(c, o.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	s.Mounts = append(s.Mounts, mounts...)
+	return s, nil
+}
+
+// processArgs applies the kubelet's rule: command replaces the image's
+// entrypoint (and drops its cmd); args alone replace the image's cmd.
+func processArgs(c *v1.Container, img ImageConfig) []string {
+	var args []string
+	switch {
+	case len(c.Command) > 0:
+		args = append(args, c.Command...)
+		args = append(args, c.Args...)
+	case len(c.Args) > 0:
+		args = append(args, img.Entrypoint...)
+		args = append(args, c.Args...)
+	default:
+		args = append(args, img.Entrypoint...)
+		args = append(args, img.Cmd...)
+	}
+	return args
+}
+
+// env merges the image's environment with the container's; the container's
+// value wins for a name both set, and PATH is always present.
+func env(image []string, vars []v1.EnvVar) []string {
+	out := make([]string, 0, len(image)+len(vars)+1)
+	index := map[string]int{}
+	set := func(name, kv string) {
+		if i, ok := index[name]; ok {
+			out[i] = kv
+			return
+		}
+		index[name] = len(out)
+		out = append(out, kv)
+	}
+	for _, kv := range image {
+		name, _, _ := strings.Cut(kv, "=")
+		set(name, kv)
+	}
+	for _, e := range vars {
+		set(e.Name, e.Name+"="+e.Value)
+	}
+	if _, ok := index["PATH"]; !ok {
+		out = append(out, defaultPath)
+	}
+	return out
+}
+
+// processUser resolves the numeric user the process runs as: the security
+// context's runAsUser and runAsGroup over the image's USER.
+func processUser(p *pod.Pod, c *v1.Container, imageUser string) (specs.User, error) {
+	var u specs.User
+	if imageUser != "" {
+		name, group, _ := strings.Cut(imageUser, ":")
+		switch uid, err := strconv.ParseUint(name, 10, 32); {
+		case err == nil:
+			u.UID = uint32(uid)
+		case name == "root":
+		default:
+			return u, fmt.Errorf("image user %q is not numeric; staticlet needs a numeric uid or runAsUser", imageUser)
+		}
+		if group != "" {
+			gid, err := strconv.ParseUint(group, 10, 32)
+			if err != nil && group != "root" {
+				return u, fmt.Errorf("image group %q is not numeric", group)
+			}
+			u.GID = uint32(gid)
+		}
+	}
+	for _, sc := range securityContexts(p, c) {
+		if sc.runAsUser != nil {
+			u.UID = uint32(*sc.runAsUser)
+		}
+		if sc.runAsGroup != nil {
+			u.GID = uint32(*sc.runAsGroup)
+		}
+	}
+	if psc := p.Spec.SecurityContext; psc != nil {
+		for _, g := range psc.SupplementalGroups {
+			u.AdditionalGids = append(u.AdditionalGids, uint32(g))
+		}
+	}
+	return u, nil
+}
+
+type userSettings struct{ runAsUser, runAsGroup *int64 }
+
+// securityContexts lists the pod's then the container's user settings, so
+// that applying them in order lets the container's win.
+func securityContexts(p *pod.Pod, c *v1.Container) []userSettings {
+	var out []userSettings
+	if psc := p.Spec.SecurityContext; psc != nil {
+		out = append(out, userSettings{psc.RunAsUser, psc.RunAsGroup})
+	}
+	if sc := c.SecurityContext; sc != nil {
+		out = append(out, userSettings{sc.RunAsUser, sc.RunAsGroup})
+	}
+	return out
+}
+
+// applySecurity sets privileges, capabilities and the read-only root from
+// the container's security context.
+func applySecurity(s *specs.Spec, p *pod.Pod, c *v1.Container) {
+	sc := c.SecurityContext
+	if sc != nil && sc.Privileged != nil && *sc.Privileged {
+		s.Process.Capabilities = capSet(allCaps)
+		s.Linux.MaskedPaths = nil
+		s.Linux.ReadonlyPaths = nil
+		s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}
+		for i := range s.Mounts {
+			if s.Mounts[i].Destination == "/sys" || s.Mounts[i].Destination == "/sys/fs/cgroup" {
+				s.Mounts[i].Options = removeOption(s.Mounts[i].Options, "ro")
+			}
+		}
+		return
+	}
+	caps := append([]string(nil), defaultCaps...)
+	if sc != nil && sc.Capabilities != nil {
+		caps = adjustCaps(caps, sc.Capabilities.Add, sc.Capabilities.Drop)
+	}
+	s.Process.Capabilities = capSet(caps)
+	if sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+		s.Root.Readonly = true
+	}
+	if sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+		s.Process.NoNewPrivileges = true
+	}
+}
+
+// adjustCaps adds and then drops capabilities, accepting the names with or
+// without the CAP_ prefix and "ALL" as Kubernetes does.
+func adjustCaps(caps []string, add, drop []v1.Capability) []string {
+	set := map[string]bool{}
+	for _, c := range caps {
+		set[c] = true
+	}
+	for _, c := range add {
+		if strings.EqualFold(string(c), "ALL") {
+			for _, a := range allCaps {
+				set[a] = true
+			}
+			continue
+		}
+		set[capName(c)] = true
+	}
+	for _, c := range drop {
+		if strings.EqualFold(string(c), "ALL") {
+			clear(set)
+			continue
+		}
+		delete(set, capName(c))
+	}
+	out := make([]string, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func capName(c v1.Capability) string {
+	n := strings.ToUpper(string(c))
+	if !strings.HasPrefix(n, "CAP_") {
+		n = "CAP_" + n
+	}
+	return n
+}
+
+func capSet(caps []string) *specs.LinuxCapabilities {
+	return &specs.LinuxCapabilities{
+		Bounding:  caps,
+		Effective: caps,
+		Permitted: caps,
+	}
+}
+
+func removeOption(opts []string, o string) []string {
+	out := opts[:0:0]
+	for _, x := range opts {
+		if x != o {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// containerNamespaces joins the sandbox's namespaces: network, IPC and UTS
+// always (unless the host's), PID when the pod shares one.
+func containerNamespaces(p *pod.Pod, sandboxPID uint32) []specs.LinuxNamespace {
+	path := func(name string) string { return fmt.Sprintf("/proc/%d/ns/%s", sandboxPID, name) }
+	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	if !p.Spec.HostNetwork {
+		ns = append(ns,
+			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: path("net")},
+			specs.LinuxNamespace{Type: specs.UTSNamespace, Path: path("uts")})
+	}
+	if !p.Spec.HostIPC {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: path("ipc")})
+	}
+	switch {
+	case p.Spec.HostPID:
+	case p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace:
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: path("pid")})
+	default:
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
+	}
+	return ns
+}
+
+// volumeMounts binds each of the container's volume mounts from the host
+// path its volume resolved to.
+func volumeMounts(c *v1.Container, volumes map[string]string) ([]specs.Mount, error) {
+	var out []specs.Mount
+	for i, vm := range c.VolumeMounts {
+		src, ok := volumes[vm.Name]
+		if !ok {
+			return nil, fmt.Errorf("container %q: volumeMounts[%d]: volume %q has no host path", c.Name, i, vm.Name)
+		}
+		if vm.SubPath != "" {
+			src = src + "/" + vm.SubPath
+		}
+		opts := []string{"rbind", "rprivate"}
+		if vm.ReadOnly {
+			opts = append(opts, "ro")
+		} else {
+			opts = append(opts, "rw")
+		}
+		out = append(out, specs.Mount{Destination: vm.MountPath, Type: "bind", Source: src, Options: opts})
+	}
+	return out, nil
+}
+
+// base is the spec every sandbox and container starts from.
+func base() *specs.Spec {
+	return &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			Cwd: "/",
+			Rlimits: []specs.POSIXRlimit{
+				{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024},
+			},
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		},
+		Linux: &specs.Linux{
+			MaskedPaths:   append([]string(nil), maskedPaths...),
+			ReadonlyPaths: append([]string(nil), readonlyPaths...),
+			Resources: &specs.LinuxResources{
+				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+			},
+		},
+	}
+}

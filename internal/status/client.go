@@ -1,0 +1,244 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// ErrNotFound is wrapped by Client errors for a pod (or log) the server does
+// not know.
+var ErrNotFound = errors.New("not found")
+
+// defaultClientTimeout bounds a request whose ctx has no deadline; log
+// streams are not bounded.
+const defaultClientTimeout = 10 * time.Second
+
+// Client talks to a staticlet's status socket. It is safe for concurrent
+// use.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a client for the status socket at the given path. It
+// does not connect until a method is called.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:    2,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// Pods returns every pod staticlet runs.
+func (c *Client) Pods(ctx context.Context) (*v1.PodList, error) {
+	var list v1.PodList
+	if err := c.getJSON(ctx, "/pods", &list); err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	return &list, nil
+}
+
+// Pod returns one pod by "name" or "namespace/name" (see Store.Pod). The
+// error wraps ErrNotFound when there is no such pod.
+func (c *Client) Pod(ctx context.Context, name string) (*v1.Pod, error) {
+	var p v1.Pod
+	if err := c.getJSON(ctx, "/pods/"+url.PathEscape(name), &p); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("pod %q %w", name, ErrNotFound)
+		}
+		return nil, fmt.Errorf("getting pod %q: %w", name, err)
+	}
+	return &p, nil
+}
+
+// Manifests returns the result of reading each manifest file.
+func (c *Client) Manifests(ctx context.Context) ([]Manifest, error) {
+	var m []Manifest
+	if err := c.getJSON(ctx, "/manifests", &m); err != nil {
+		return nil, fmt.Errorf("listing manifests: %w", err)
+	}
+	return m, nil
+}
+
+// Events returns the recent events, oldest first: all of them when podName
+// is empty, else those of the pod ("name" or "namespace/name").
+func (c *Client) Events(ctx context.Context, podName string) ([]pod.Event, error) {
+	path := "/events"
+	if podName != "" {
+		path += "?pod=" + url.QueryEscape(podName)
+	}
+	var events []pod.Event
+	if err := c.getJSON(ctx, path, &events); err != nil {
+		return nil, fmt.Errorf("listing events: %w", err)
+	}
+	return events, nil
+}
+
+// Health returns nil when staticlet reports itself healthy, else an error
+// with the reason.
+func (c *Client) Health(ctx context.Context) error {
+	msg, err := c.getText(ctx, "/healthz")
+	if err != nil {
+		return fmt.Errorf("checking health: %w", err)
+	}
+	if msg != "" {
+		return fmt.Errorf("staticlet is unhealthy: %s", msg)
+	}
+	return nil
+}
+
+// Ready returns nil once staticlet has read every source and issued its
+// first reconcile pass, else an error saying what it waits for.
+func (c *Client) Ready(ctx context.Context) error {
+	msg, err := c.getText(ctx, "/readyz")
+	if err != nil {
+		return fmt.Errorf("checking readiness: %w", err)
+	}
+	if msg != "" {
+		return fmt.Errorf("staticlet is %s", msg)
+	}
+	return nil
+}
+
+// Logs opens the log stream of a container of a pod; container may be empty
+// for a pod with one container. The caller must close the stream; with
+// opts.Follow it lasts until ctx is cancelled or the server stops.
+func (c *Client) Logs(ctx context.Context, podName, container string, opts LogOptions) (io.ReadCloser, error) {
+	q := url.Values{}
+	if container != "" {
+		q.Set("container", container)
+	}
+	if opts.Follow {
+		q.Set("follow", "true")
+	}
+	if opts.Previous {
+		q.Set("previous", "true")
+	}
+	if opts.TailLines >= 0 {
+		q.Set("tailLines", strconv.FormatInt(opts.TailLines, 10))
+	}
+	path := "/pods/" + url.PathEscape(podName) + "/log"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	resp, err := c.do(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("getting logs of pod %q: %w", podName, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, fmt.Errorf("getting logs of pod %q: %w", podName, responseError(resp))
+	}
+	return resp.Body, nil
+}
+
+// do sends a GET request; the caller closes the body.
+func (c *Client) do(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://staticlet"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, c.dialError(err)
+	}
+	return resp, nil
+}
+
+// dialError turns a failure to connect into advice; other errors pass
+// through.
+func (c *Client) dialError(err error) error {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return err
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("cannot reach staticlet at %s: permission denied: run as root or as a member of the socket's group (%w)", c.socket, op)
+	}
+	return fmt.Errorf("cannot reach staticlet at %s: is it running? (%w)", c.socket, op)
+}
+
+// withDefaultTimeout bounds ctx when it has no deadline of its own.
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, defaultClientTimeout)
+}
+
+func (c *Client) getJSON(ctx context.Context, path string, out any) error {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	resp, err := c.do(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return responseError(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decoding response of %s: %w", path, err)
+	}
+	return nil
+}
+
+// getText returns "" for a 200 response, else the server's message; err
+// is set only when there is no response.
+func (c *Client) getText(ctx context.Context, path string) (string, error) {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	resp, err := c.do(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return "", nil
+	}
+	return responseError(resp).Error(), nil
+}
+
+// responseError makes an error of a non-200 response: the server's message
+// (the JSON error or the plain text body), wrapping ErrNotFound for 404.
+func responseError(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64*1024))
+	msg := strings.TrimSpace(string(body))
+	var apiErr apiError
+	if json.Unmarshal(body, &apiErr) == nil && apiErr.Error != "" {
+		msg = apiErr.Error
+	}
+	if msg == "" {
+		msg = resp.Status
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return &notFoundError{msg: msg}
+	}
+	return errors.New(msg)
+}
+
+// notFoundError carries the server's message for a 404 and matches
+// ErrNotFound.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }

@@ -1,0 +1,472 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// eventSource is the From column of described events.
+const eventSource = "staticlet"
+
+// maxAnnotationLen is where describe cuts long annotation values, as
+// kubectl does.
+const maxAnnotationLen = 140
+
+// describer writes kubectl-describe text: lines indented by level, with
+// tab-separated cells aligned by a tabwriter. Write errors are kept and
+// returned by flush.
+type describer struct {
+	tw *tabwriter.Writer
+}
+
+func (d *describer) line(level int, format string, args ...any) {
+	fmt.Fprintf(d.tw, strings.Repeat("  ", level)+format, args...)
+}
+
+// DescribePod writes p the way "kubectl describe pod" does, followed by its
+// events (oldest first, as Store.Events returns them). Times are relative to
+// now. staticlet pods have no controller, so there is no "Controlled By".
+func DescribePod(w io.Writer, p *v1.Pod, events []pod.Event, now time.Time) error {
+	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	d.line(0, "Name:\t%s\n", p.Name)
+	d.line(0, "Namespace:\t%s\n", p.Namespace)
+	if p.Spec.Priority != nil {
+		d.line(0, "Priority:\t%d\n", *p.Spec.Priority)
+	}
+	if p.Spec.PriorityClassName != "" {
+		d.line(0, "Priority Class Name:\t%s\n", p.Spec.PriorityClassName)
+	}
+	if p.Spec.RuntimeClassName != nil {
+		d.line(0, "Runtime Class Name:\t%s\n", *p.Spec.RuntimeClassName)
+	}
+	if p.Spec.NodeName == "" {
+		d.line(0, "Node:\t%s\n", none)
+	} else {
+		d.line(0, "Node:\t%s/%s\n", p.Spec.NodeName, p.Status.HostIP)
+	}
+	if p.Status.StartTime != nil {
+		d.line(0, "Start Time:\t%s\n", timeString(*p.Status.StartTime))
+	}
+	d.multiline("Labels", p.Labels, "=", 0)
+	d.multiline("Annotations", p.Annotations, ": ", maxAnnotationLen)
+	if p.DeletionTimestamp != nil {
+		d.line(0, "Status:\tTerminating (lasts %s)\n", age(p.DeletionTimestamp.Time, now))
+		if p.DeletionGracePeriodSeconds != nil {
+			d.line(0, "Termination Grace Period:\t%ds\n", *p.DeletionGracePeriodSeconds)
+		}
+	} else {
+		d.line(0, "Status:\t%s\n", orNone(string(p.Status.Phase)))
+	}
+	if p.Status.Reason != "" {
+		d.line(0, "Reason:\t%s\n", p.Status.Reason)
+	}
+	if p.Status.Message != "" {
+		d.line(0, "Message:\t%s\n", p.Status.Message)
+	}
+	if sc := p.Spec.SecurityContext; sc != nil && sc.SeccompProfile != nil {
+		d.line(0, "SeccompProfile:\t%s\n", sc.SeccompProfile.Type)
+	}
+	d.line(0, "IP:\t%s\n", p.Status.PodIP)
+	if len(p.Status.PodIPs) == 0 {
+		d.line(0, "IPs:\t%s\n", none)
+	} else {
+		d.line(0, "IPs:\n")
+		for _, ip := range p.Status.PodIPs {
+			d.line(1, "IP:\t%s\n", ip.IP)
+		}
+	}
+	if len(p.Spec.InitContainers) > 0 {
+		d.containers("Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses)
+	}
+	d.containers("Containers", p.Spec.Containers, p.Status.ContainerStatuses)
+	if len(p.Status.Conditions) > 0 {
+		d.line(0, "Conditions:\n")
+		d.line(1, "Type\tStatus\n")
+		for _, c := range p.Status.Conditions {
+			d.line(1, "%s \t%s \n", c.Type, c.Status)
+		}
+	}
+	d.volumes(p.Spec.Volumes)
+	qos := p.Status.QOSClass
+	if qos == "" {
+		qos = qosClass(p)
+	}
+	d.line(0, "QoS Class:\t%s\n", qos)
+	d.multiline("Node-Selectors", p.Spec.NodeSelector, "=", 0)
+	d.tolerations(p.Spec.Tolerations)
+	d.events(events, now)
+	if err := d.tw.Flush(); err != nil {
+		return fmt.Errorf("describing pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// multiline writes a sorted map one entry per line, the first after the
+// title, "<none>" when empty; values longer than maxLen (when > 0) are cut.
+func (d *describer) multiline(title string, m map[string]string, sep string, maxLen int) {
+	d.line(0, "%s:\t", title)
+	if len(m) == 0 {
+		d.line(0, "%s\n", none)
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i > 0 {
+			d.line(0, "\t")
+		}
+		v := m[k]
+		if maxLen > 0 && (len(v) > maxLen || strings.Contains(v, "\n")) {
+			v, _, _ = strings.Cut(v, "\n")
+			if len(v) > maxLen {
+				v = v[:maxLen]
+			}
+			v += "..."
+		}
+		d.line(0, "%s%s%s\n", k, sep, v)
+	}
+}
+
+func (d *describer) containers(title string, specs []v1.Container, statuses []v1.ContainerStatus) {
+	d.line(0, "%s:\n", title)
+	for _, c := range specs {
+		var st *v1.ContainerStatus
+		for i := range statuses {
+			if statuses[i].Name == c.Name {
+				st = &statuses[i]
+				break
+			}
+		}
+		d.line(1, "%s:\n", c.Name)
+		if st != nil {
+			d.line(2, "Container ID:\t%s\n", st.ContainerID)
+		}
+		d.line(2, "Image:\t%s\n", c.Image)
+		if st != nil {
+			d.line(2, "Image ID:\t%s\n", st.ImageID)
+		}
+		ports, hostPorts := describePorts(c.Ports)
+		if strings.Contains(ports, ",") {
+			d.line(2, "Ports:\t%s\n", ports)
+		} else {
+			d.line(2, "Port:\t%s\n", orNone(ports))
+		}
+		if strings.Contains(hostPorts, ",") {
+			d.line(2, "Host Ports:\t%s\n", hostPorts)
+		} else {
+			d.line(2, "Host Port:\t%s\n", orNone(hostPorts))
+		}
+		d.argList("Command", c.Command)
+		d.argList("Args", c.Args)
+		if st != nil {
+			d.state("State", st.State)
+			if st.LastTerminationState.Terminated != nil {
+				d.state("Last State", st.LastTerminationState)
+			}
+			d.line(2, "Ready:\t%s\n", boolString(st.Ready))
+			d.line(2, "Restart Count:\t%d\n", st.RestartCount)
+		}
+		d.resources("Limits", c.Resources.Limits)
+		d.resources("Requests", c.Resources.Requests)
+		for _, pr := range []struct {
+			name  string
+			probe *v1.Probe
+		}{{"Liveness", c.LivenessProbe}, {"Readiness", c.ReadinessProbe}, {"Startup", c.StartupProbe}} {
+			if pr.probe != nil {
+				d.line(2, "%s:\t%s\n", pr.name, describeProbe(pr.probe))
+			}
+		}
+		d.env(c.Env)
+		d.mounts(c.VolumeMounts)
+	}
+}
+
+func describePorts(ports []v1.ContainerPort) (container, host string) {
+	var cs, hs []string
+	for _, p := range ports {
+		cs = append(cs, fmt.Sprintf("%d/%s", p.ContainerPort, p.Protocol))
+		hs = append(hs, fmt.Sprintf("%d/%s", p.HostPort, p.Protocol))
+	}
+	return strings.Join(cs, ", "), strings.Join(hs, ", ")
+}
+
+func (d *describer) argList(title string, args []string) {
+	if len(args) == 0 {
+		return
+	}
+	d.line(2, "%s:\n", title)
+	for _, a := range args {
+		for _, s := range strings.Split(a, "\n") {
+			d.line(3, "%s\n", s)
+		}
+	}
+}
+
+func (d *describer) state(title string, s v1.ContainerState) {
+	switch {
+	case s.Running != nil:
+		d.line(2, "%s:\tRunning\n", title)
+		d.line(3, "Started:\t%s\n", timeString(s.Running.StartedAt))
+	case s.Terminated != nil:
+		t := s.Terminated
+		d.line(2, "%s:\tTerminated\n", title)
+		if t.Reason != "" {
+			d.line(3, "Reason:\t%s\n", t.Reason)
+		}
+		if t.Message != "" {
+			d.line(3, "Message:\t%s\n", t.Message)
+		}
+		d.line(3, "Exit Code:\t%d\n", t.ExitCode)
+		if t.Signal > 0 {
+			d.line(3, "Signal:\t%d\n", t.Signal)
+		}
+		d.line(3, "Started:\t%s\n", timeString(t.StartedAt))
+		d.line(3, "Finished:\t%s\n", timeString(t.FinishedAt))
+	default:
+		d.line(2, "%s:\tWaiting\n", title)
+		if s.Waiting != nil && s.Waiting.Reason != "" {
+			d.line(3, "Reason:\t%s\n", s.Waiting.Reason)
+		}
+	}
+}
+
+func (d *describer) resources(title string, rl v1.ResourceList) {
+	if len(rl) == 0 {
+		return
+	}
+	d.line(2, "%s:\n", title)
+	names := make([]string, 0, len(rl))
+	for n := range rl {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		q := rl[v1.ResourceName(n)]
+		d.line(3, "%s:\t%s\n", n, q.String())
+	}
+}
+
+// describeProbe formats a probe as kubectl does, e.g.
+// "http-get http://127.0.0.1:2381/health delay=10s timeout=15s period=10s #success=1 #failure=8".
+func describeProbe(p *v1.Probe) string {
+	attrs := fmt.Sprintf("delay=%ds timeout=%ds period=%ds #success=%d #failure=%d",
+		p.InitialDelaySeconds, p.TimeoutSeconds, p.PeriodSeconds, p.SuccessThreshold, p.FailureThreshold)
+	switch {
+	case p.Exec != nil:
+		return fmt.Sprintf("exec %v %s", p.Exec.Command, attrs)
+	case p.HTTPGet != nil:
+		u := &url.URL{Scheme: strings.ToLower(string(p.HTTPGet.Scheme)), Path: p.HTTPGet.Path}
+		if port := p.HTTPGet.Port.String(); port != "" {
+			u.Host = net.JoinHostPort(p.HTTPGet.Host, port)
+		} else {
+			u.Host = p.HTTPGet.Host
+		}
+		return fmt.Sprintf("http-get %s %s", u, attrs)
+	case p.TCPSocket != nil:
+		return fmt.Sprintf("tcp-socket %s:%s %s", p.TCPSocket.Host, p.TCPSocket.Port.String(), attrs)
+	case p.GRPC != nil:
+		if p.GRPC.Service != nil && *p.GRPC.Service != "" {
+			return fmt.Sprintf("grpc <pod>:%d %s %s", p.GRPC.Port, *p.GRPC.Service, attrs)
+		}
+		return fmt.Sprintf("grpc <pod>:%d %s", p.GRPC.Port, attrs)
+	}
+	return "unknown " + attrs
+}
+
+func (d *describer) env(env []v1.EnvVar) {
+	if len(env) == 0 {
+		d.line(2, "Environment:\t%s\n", none)
+		return
+	}
+	d.line(2, "Environment:\n")
+	for _, e := range env {
+		if e.ValueFrom == nil {
+			lines := strings.Split(e.Value, "\n")
+			d.line(3, "%s:\t%s\n", e.Name, lines[0])
+			for _, l := range lines[1:] {
+				d.line(3, "\t%s\n", l)
+			}
+			continue
+		}
+		switch vf := e.ValueFrom; {
+		case vf.FieldRef != nil:
+			d.line(3, "%s:\t (%s:%s)\n", e.Name, vf.FieldRef.APIVersion, vf.FieldRef.FieldPath)
+		case vf.ResourceFieldRef != nil:
+			d.line(3, "%s:\t (%s)\n", e.Name, vf.ResourceFieldRef.Resource)
+		default:
+			d.line(3, "%s:\t<set from an unsupported source>\n", e.Name)
+		}
+	}
+}
+
+func (d *describer) mounts(mounts []v1.VolumeMount) {
+	if len(mounts) == 0 {
+		d.line(2, "Mounts:\t%s\n", none)
+		return
+	}
+	d.line(2, "Mounts:\n")
+	sorted := slices.Clone(mounts)
+	slices.SortStableFunc(sorted, func(a, b v1.VolumeMount) int { return strings.Compare(a.MountPath, b.MountPath) })
+	for _, m := range sorted {
+		flags := []string{"rw"}
+		if m.ReadOnly {
+			flags[0] = "ro"
+		}
+		if m.SubPath != "" {
+			flags = append(flags, fmt.Sprintf("path=%q", m.SubPath))
+		}
+		d.line(3, "%s from %s (%s)\n", m.MountPath, m.Name, strings.Join(flags, ","))
+	}
+}
+
+func (d *describer) volumes(vols []v1.Volume) {
+	if len(vols) == 0 {
+		d.line(0, "Volumes:\t%s\n", none)
+		return
+	}
+	d.line(0, "Volumes:\n")
+	for _, v := range vols {
+		d.line(1, "%s:\n", v.Name)
+		switch {
+		case v.HostPath != nil:
+			d.line(2, "Type:\tHostPath (bare host directory volume)\n")
+			d.line(2, "Path:\t%s\n", v.HostPath.Path)
+			t := ""
+			if v.HostPath.Type != nil {
+				t = string(*v.HostPath.Type)
+			}
+			d.line(2, "HostPathType:\t%s\n", t)
+		case v.EmptyDir != nil:
+			d.line(2, "Type:\tEmptyDir (a temporary directory that shares a pod's lifetime)\n")
+			d.line(2, "Medium:\t%s\n", v.EmptyDir.Medium)
+			limit := "<unset>"
+			if v.EmptyDir.SizeLimit != nil {
+				limit = v.EmptyDir.SizeLimit.String()
+			}
+			d.line(2, "SizeLimit:\t%s\n", limit)
+		default:
+			d.line(2, "Type:\t<unknown>\n")
+		}
+	}
+}
+
+func (d *describer) tolerations(ts []v1.Toleration) {
+	d.line(0, "Tolerations:\t")
+	if len(ts) == 0 {
+		d.line(0, "%s\n", none)
+		return
+	}
+	for i, t := range ts {
+		if i > 0 {
+			d.line(0, "\t")
+		}
+		s := t.Key
+		if t.Value != "" {
+			s += "=" + t.Value
+		}
+		if t.Effect != "" {
+			s += ":" + string(t.Effect)
+		}
+		if t.Operator == v1.TolerationOpExists && t.Value == "" {
+			s += " op=Exists"
+		}
+		if t.TolerationSeconds != nil {
+			s += fmt.Sprintf(" for %ds", *t.TolerationSeconds)
+		}
+		d.line(0, "%s\n", s)
+	}
+}
+
+// events writes the events table. Repeats of an event (same type, reason,
+// container and message) are shown once, as kubectl shows an aggregated
+// event: "(x3 over 5m)", at the place of the latest one.
+func (d *describer) events(events []pod.Event, now time.Time) {
+	if len(events) == 0 {
+		d.line(0, "Events:\t%s\n", none)
+		return
+	}
+	type key struct{ typ, reason, container, message string }
+	type agg struct {
+		e           pod.Event
+		first, last time.Time
+		count       int
+	}
+	var rows []*agg
+	byKey := map[key]*agg{}
+	for _, e := range events {
+		k := key{e.Type, e.Reason, e.Container, e.Message}
+		a, ok := byKey[k]
+		if !ok {
+			a = &agg{e: e, first: e.Time}
+			byKey[k] = a
+		} else {
+			rows = slices.DeleteFunc(rows, func(r *agg) bool { return r == a })
+		}
+		a.count++
+		a.last = e.Time
+		rows = append(rows, a)
+	}
+	// Cells of this table should not align with the lines above it.
+	d.tw.Flush()
+	d.line(0, "Events:\n")
+	d.line(1, "Type\tReason\tAge\tFrom\tMessage\n")
+	d.line(1, "----\t------\t----\t----\t-------\n")
+	for _, a := range rows {
+		ago := age(a.last, now)
+		if a.count > 1 {
+			ago = fmt.Sprintf("%s (x%d over %s)", ago, a.count, age(a.first, a.last))
+		}
+		d.line(1, "%s\t%s\t%s\t%s\t%s\n", a.e.Type, a.e.Reason, ago, eventSource, strings.TrimSpace(a.e.Message))
+	}
+}
+
+func boolString(b bool) string {
+	if b {
+		return "True"
+	}
+	return "False"
+}
+
+// qosClass computes the QoS class when the status does not carry it:
+// BestEffort without any request or limit, Guaranteed when every container
+// limits cpu and memory and requests (if set) equal the limits, else
+// Burstable.
+func qosClass(p *v1.Pod) v1.PodQOSClass {
+	all := append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...)
+	hasAny, guaranteed := false, true
+	for _, c := range all {
+		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
+			hasAny = true
+		}
+		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			lim, ok := c.Resources.Limits[r]
+			if !ok || lim.IsZero() {
+				guaranteed = false
+				continue
+			}
+			if req, ok := c.Resources.Requests[r]; ok && req.Cmp(lim) != 0 {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !hasAny:
+		return v1.PodQOSBestEffort
+	case guaranteed:
+		return v1.PodQOSGuaranteed
+	}
+	return v1.PodQOSBurstable
+}

@@ -1,0 +1,258 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// none is what kubectl prints for an empty cell.
+const none = "<none>"
+
+// newTable returns the tabwriter kubectl uses for tables.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 6, 4, 3, ' ', 0)
+}
+
+// PrintPods writes pods as kubectl's "get pods" table: NAME READY STATUS
+// RESTARTS AGE, and with wide also IP and NODE. Ages are relative to now.
+func PrintPods(w io.Writer, pods []v1.Pod, wide bool, now time.Time) error {
+	tw := newTable(w)
+	header := "NAME\tREADY\tSTATUS\tRESTARTS\tAGE"
+	if wide {
+		header += "\tIP\tNODE"
+	}
+	fmt.Fprintln(tw, header)
+	for i := range pods {
+		p := &pods[i]
+		row := podRow(p, now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", p.Name, row.ready, row.status, row.restarts, podAge(p, now))
+		if wide {
+			fmt.Fprintf(tw, "\t%s\t%s", orNone(p.Status.PodIP), orNone(p.Spec.NodeName))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing pods: %w", err)
+	}
+	return nil
+}
+
+// row holds the computed columns of one pod.
+type row struct {
+	ready    string // "ready/total"
+	status   string
+	restarts string
+}
+
+// podRow computes READY, STATUS and RESTARTS the way kubectl's pod printer
+// does: STATUS starts from the phase (or status.reason), is overridden by
+// the first init container that has not succeeded ("Init:1/2",
+// "Init:CrashLoopBackOff", "Init:Error"), else by the waiting or terminated
+// reason of an app container, and is "Terminating" once a non-terminal pod
+// has a deletion timestamp. Restartable init containers (sidecars) count as
+// app containers.
+func podRow(p *v1.Pod, now time.Time) row {
+	restarts, sidecarRestarts := 0, 0
+	var lastRestart, lastSidecarRestart time.Time
+	total := len(p.Spec.Containers)
+	ready := 0
+
+	reason := string(p.Status.Phase)
+	if p.Status.Reason != "" {
+		reason = p.Status.Reason
+	}
+	if reason == "" {
+		reason = string(v1.PodPending)
+	}
+
+	initSpecs := make(map[string]*v1.Container, len(p.Spec.InitContainers))
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		initSpecs[c.Name] = c
+		if isSidecar(c) {
+			total++
+		}
+	}
+
+	initializing := false
+	for i, cs := range p.Status.InitContainerStatuses {
+		restarts += int(cs.RestartCount)
+		lastRestart = later(lastRestart, cs.LastTerminationState)
+		sidecar := isSidecar(initSpecs[cs.Name])
+		if sidecar {
+			sidecarRestarts += int(cs.RestartCount)
+			lastSidecarRestart = later(lastSidecarRestart, cs.LastTerminationState)
+		}
+		st := cs.State
+		switch {
+		case st.Terminated != nil && st.Terminated.ExitCode == 0:
+			continue
+		case sidecar && cs.Started != nil && *cs.Started:
+			if cs.Ready {
+				ready++
+			}
+			continue
+		case st.Terminated != nil:
+			switch {
+			case st.Terminated.Reason != "":
+				reason = "Init:" + st.Terminated.Reason
+			case st.Terminated.Signal != 0:
+				reason = fmt.Sprintf("Init:Signal:%d", st.Terminated.Signal)
+			default:
+				reason = fmt.Sprintf("Init:ExitCode:%d", st.Terminated.ExitCode)
+			}
+		case st.Waiting != nil && st.Waiting.Reason != "" && st.Waiting.Reason != "PodInitializing":
+			reason = "Init:" + st.Waiting.Reason
+		default:
+			reason = fmt.Sprintf("Init:%d/%d", i, len(p.Spec.InitContainers))
+		}
+		initializing = true
+		break
+	}
+
+	if !initializing || conditionTrue(p, v1.PodInitialized) {
+		restarts, lastRestart = sidecarRestarts, lastSidecarRestart
+		hasRunning := false
+		// Backwards, so that the first container's reason wins, as in kubectl.
+		for i := len(p.Status.ContainerStatuses) - 1; i >= 0; i-- {
+			cs := p.Status.ContainerStatuses[i]
+			restarts += int(cs.RestartCount)
+			lastRestart = later(lastRestart, cs.LastTerminationState)
+			st := cs.State
+			switch {
+			case st.Waiting != nil && st.Waiting.Reason != "":
+				reason = st.Waiting.Reason
+			case st.Terminated != nil && st.Terminated.Reason != "":
+				reason = st.Terminated.Reason
+			case st.Terminated != nil && st.Terminated.Signal != 0:
+				reason = fmt.Sprintf("Signal:%d", st.Terminated.Signal)
+			case st.Terminated != nil:
+				reason = fmt.Sprintf("ExitCode:%d", st.Terminated.ExitCode)
+			case cs.Ready && st.Running != nil:
+				hasRunning = true
+				ready++
+			}
+		}
+		// A completed container next to one still running: the pod runs.
+		if reason == "Completed" && hasRunning {
+			if podReady(p) {
+				reason = string(v1.PodRunning)
+			} else {
+				reason = "NotReady"
+			}
+		}
+	}
+
+	if p.DeletionTimestamp != nil && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+		reason = "Terminating"
+	}
+
+	rs := strconv.Itoa(restarts)
+	if restarts != 0 && !lastRestart.IsZero() {
+		rs = fmt.Sprintf("%d (%s ago)", restarts, age(lastRestart, now))
+	}
+	return row{ready: fmt.Sprintf("%d/%d", ready, total), status: reason, restarts: rs}
+}
+
+// isSidecar reports whether c is a restartable init container.
+func isSidecar(c *v1.Container) bool {
+	return c != nil && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// later returns the later of t and the finish time of a last termination.
+func later(t time.Time, last v1.ContainerState) time.Time {
+	if last.Terminated != nil && last.Terminated.FinishedAt.After(t) {
+		return last.Terminated.FinishedAt.Time
+	}
+	return t
+}
+
+// podAge is the pod's age from its start time, or its creation time before
+// it has started.
+func podAge(p *v1.Pod, now time.Time) string {
+	if p.Status.StartTime != nil && !p.Status.StartTime.IsZero() {
+		return age(p.Status.StartTime.Time, now)
+	}
+	return age(p.CreationTimestamp.Time, now)
+}
+
+// age formats now-t as kubectl does (5s, 3m20s, 2d4h), "<unknown>" for a
+// zero time.
+func age(t, now time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(t))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+// PrintManifests writes the manifest results as a table: PATH PODS ERROR,
+// with a leading SOURCE column when they come from more than one source.
+// Multi-line errors are joined on one line.
+func PrintManifests(w io.Writer, manifests []Manifest) error {
+	sources := map[string]bool{}
+	for _, m := range manifests {
+		sources[m.Source] = true
+	}
+	withSource := len(sources) > 1
+	tw := newTable(w)
+	if withSource {
+		fmt.Fprint(tw, "SOURCE\t")
+	}
+	fmt.Fprintln(tw, "PATH\tPODS\tERROR")
+	for _, m := range manifests {
+		if withSource {
+			fmt.Fprintf(tw, "%s\t", m.Source)
+		}
+		errText := strings.Join(strings.Fields(m.Error), " ")
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Path, orNone(strings.Join(m.Pods, ",")), orNone(errText))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing manifests: %w", err)
+	}
+	return nil
+}
+
+// PrintObject writes obj (a Pod, a PodList, manifests, events) as "json"
+// (indented like kubectl) or "yaml".
+func PrintObject(w io.Writer, obj any, format string) error {
+	var b []byte
+	var err error
+	switch format {
+	case "json":
+		b, err = json.MarshalIndent(obj, "", "    ")
+		b = append(b, '\n')
+	case "yaml":
+		b, err = yaml.Marshal(obj)
+	default:
+		return fmt.Errorf("unknown output format %q: want json or yaml", format)
+	}
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", format, err)
+	}
+	if _, err := w.Write(b); err != nil {
+		return fmt.Errorf("writing %s: %w", format, err)
+	}
+	return nil
+}
+
+// timeString formats a timestamp as kubectl describe does.
+func timeString(t metav1.Time) string {
+	return t.Time.Format(time.RFC1123Z)
+}

@@ -1,0 +1,407 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+const (
+	// healthTimeout bounds one call of ServerConfig.Health.
+	healthTimeout = 2 * time.Second
+	// shutdownTimeout bounds how long Run waits for requests in flight.
+	shutdownTimeout = 5 * time.Second
+	// probeTimeout bounds the check for another server on the socket.
+	probeTimeout = time.Second
+)
+
+// LogOptions select which part of a container's log to stream.
+type LogOptions struct {
+	// Follow keeps the stream open and sends new lines as they are written.
+	Follow bool
+	// TailLines is how many lines to send from the end of the log; negative
+	// means the whole log.
+	TailLines int64
+	// Previous selects the log of the previous (terminated) instance of the
+	// container instead of the current one.
+	Previous bool
+}
+
+// LogOpener opens the log of one container of a pod (pod as
+// "namespace/name"). It should return an error matching fs.ErrNotExist when
+// there is no such log. The stream ends when ctx is cancelled.
+type LogOpener func(ctx context.Context, pod, container string, opts LogOptions) (io.ReadCloser, error)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Socket is the path of the unix socket to listen on.
+	Socket string
+	// Group, if set, is the name or numeric ID of the group that owns the
+	// socket; the socket is then mode 0660, otherwise 0600.
+	Group string
+	// Store is the state to serve.
+	Store *Store
+	// Health reports whether staticlet is healthy (nil error); nil means
+	// always healthy. Each call gets a context with a 2 s deadline.
+	Health func(ctx context.Context) error
+	// Logs streams container logs; nil makes the log endpoint answer 501.
+	Logs LogOpener
+	// Logger receives request failures; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server serves the status API over HTTP on a unix socket.
+type Server struct {
+	cfg ServerConfig
+	log *slog.Logger
+}
+
+// NewServer returns a server for cfg. It starts nothing: call Run.
+func NewServer(cfg ServerConfig) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: log}
+}
+
+// Handler returns the HTTP handler of the status API, for tests and for
+// serving it elsewhere.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /pods", s.pods)
+	mux.HandleFunc("GET /pods/{name}", s.pod)
+	mux.HandleFunc("GET /pods/{name}/log", s.podLog)
+	mux.HandleFunc("GET /manifests", s.manifests)
+	mux.HandleFunc("GET /events", s.events)
+	return mux
+}
+
+// Run listens on the socket and serves until ctx is cancelled, then shuts
+// down gracefully and removes the socket. It creates the socket's directory
+// (mode 0755) if needed and removes a stale socket file, but fails if another
+// server answers on it.
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := s.listen()
+	if err != nil {
+		return err
+	}
+	// Requests see ctx, so log streams that follow end when staticlet stops
+	// instead of holding up the shutdown.
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		// Serve closed the listener, which removed the socket.
+		return fmt.Errorf("serving status socket %s: %w", s.cfg.Socket, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	shutdownErr := srv.Shutdown(sctx)
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving status socket %s: %w", s.cfg.Socket, err)
+	}
+	if shutdownErr != nil {
+		srv.Close()
+		return fmt.Errorf("shutting down status socket %s: %w", s.cfg.Socket, shutdownErr)
+	}
+	return nil
+}
+
+// listen prepares the socket path and listens on it with the configured
+// owner and mode.
+func (s *Server) listen() (net.Listener, error) {
+	path := s.cfg.Socket
+	gid := -1
+	if s.cfg.Group != "" {
+		g, err := lookupGroup(s.cfg.Group)
+		if err != nil {
+			return nil, fmt.Errorf("status socket %s: %w", path, err)
+		}
+		gid = g
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating directory of status socket: %w", err)
+	}
+	if err := removeStale(path); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listening on status socket: %w", err)
+	}
+	// Until the chmod below the socket has the umask's mode, which at worst
+	// lets nobody but the owner connect (connecting needs write permission).
+	mode := os.FileMode(0o600)
+	if gid >= 0 {
+		mode = 0o660
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("setting group of status socket: %w", err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("setting mode of status socket: %w", err)
+	}
+	return ln, nil
+}
+
+// removeStale removes a socket file left by a server that is gone, and
+// fails if a server still answers on it or the path is not a socket.
+func removeStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking status socket: %w", err)
+	}
+	if fi.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("status socket %s exists and is not a socket", path)
+	}
+	conn, err := net.DialTimeout("unix", path, probeTimeout)
+	if err == nil {
+		conn.Close()
+		return fmt.Errorf("status socket %s is in use: is another staticlet running?", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("checking status socket: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing stale status socket: %w", err)
+	}
+	return nil
+}
+
+// lookupGroup resolves a group name or numeric ID.
+func lookupGroup(group string) (int, error) {
+	if gid, err := strconv.Atoi(group); err == nil && gid >= 0 {
+		return gid, nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return 0, fmt.Errorf("looking up group %q: %w", group, err)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return 0, fmt.Errorf("group %q has a non-numeric ID %q", group, g.Gid)
+	}
+	return gid, nil
+}
+
+// apiError is the JSON body of every error response with a JSON endpoint.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("encoding status response", "path", r.URL.Path, "err", err)
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(apiError{Error: "encoding response: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, code int, format string, args ...any) {
+	s.writeJSON(w, r, code, apiError{Error: fmt.Sprintf(format, args...)})
+}
+
+func writeText(w http.ResponseWriter, code int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	io.WriteString(w, text+"\n")
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Health != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		defer cancel()
+		if err := s.cfg.Health(ctx); err != nil {
+			writeText(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.Store.Ready() {
+		writeText(w, http.StatusServiceUnavailable,
+			"not ready: waiting for every manifest source to be read and the first reconcile pass")
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
+	list := v1.PodList{Items: s.cfg.Store.Pods()}
+	list.APIVersion, list.Kind = "v1", "PodList"
+	s.writeJSON(w, r, http.StatusOK, &list)
+}
+
+// lookup resolves the {name} of the request and writes the error response
+// when there is no single pod by that name.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) {
+	name := r.PathValue("name")
+	p, matches := s.cfg.Store.find(name)
+	if p != nil {
+		return p, true
+	}
+	if len(matches) > 1 {
+		keys := make([]string, len(matches))
+		for i, k := range matches {
+			keys[i] = k.String()
+		}
+		s.writeError(w, r, http.StatusConflict, "pod name %q is ambiguous (%s): use namespace/name",
+			name, strings.Join(keys, ", "))
+		return nil, false
+	}
+	s.writeError(w, r, http.StatusNotFound, "pod %q not found", name)
+	return nil, false
+}
+
+func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
+	if p, ok := s.lookup(w, r); ok {
+		s.writeJSON(w, r, http.StatusOK, p)
+	}
+}
+
+func (s *Server) manifests(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Manifests())
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Events(r.URL.Query().Get("pod")))
+}
+
+func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Logs == nil {
+		s.writeError(w, r, http.StatusNotImplemented, "logs are not served by this staticlet")
+		return
+	}
+	opts, err := parseLogOptions(r)
+	if err != nil {
+		s.writeError(w, r, http.StatusBadRequest, "%v", err)
+		return
+	}
+	p, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	key := p.Namespace + "/" + p.Name
+	container := r.URL.Query().Get("container")
+	if container == "" {
+		if len(p.Spec.Containers) != 1 {
+			names := make([]string, len(p.Spec.Containers))
+			for i, c := range p.Spec.Containers {
+				names[i] = c.Name
+			}
+			s.writeError(w, r, http.StatusBadRequest,
+				"a container name must be specified for pod %s, choose one of: [%s]", key, strings.Join(names, " "))
+			return
+		}
+		container = p.Spec.Containers[0].Name
+	} else if !hasContainer(p, container) {
+		s.writeError(w, r, http.StatusNotFound, "container %q not found in pod %s", container, key)
+		return
+	}
+	rc, err := s.cfg.Logs(r.Context(), key, container, opts)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.writeError(w, r, http.StatusNotFound, "no log for container %q of pod %s: %v", container, key, err)
+		return
+	}
+	if err != nil {
+		s.log.Warn("opening container log", "pod", key, "container", container, "err", err)
+		s.writeError(w, r, http.StatusInternalServerError, "opening log of container %q of pod %s: %v", container, key, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	// Flush after every read so that a follower sees lines as they come.
+	rctl := http.NewResponseController(w)
+	buf := make([]byte, 32*1024)
+	for {
+		n, rerr := rc.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return // the client went away
+			}
+			if err := rctl.Flush(); err != nil {
+				return
+			}
+		}
+		if rerr != nil {
+			if !errors.Is(rerr, io.EOF) && r.Context().Err() == nil {
+				s.log.Warn("reading container log", "pod", key, "container", container, "err", rerr)
+			}
+			return
+		}
+	}
+}
+
+func hasContainer(p *v1.Pod, name string) bool {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func parseLogOptions(r *http.Request) (LogOptions, error) {
+	q := r.URL.Query()
+	opts := LogOptions{TailLines: -1}
+	var err error
+	if v := q.Get("follow"); v != "" {
+		if opts.Follow, err = strconv.ParseBool(v); err != nil {
+			return opts, fmt.Errorf("invalid follow %q: want true or false", v)
+		}
+	}
+	if v := q.Get("previous"); v != "" {
+		if opts.Previous, err = strconv.ParseBool(v); err != nil {
+			return opts, fmt.Errorf("invalid previous %q: want true or false", v)
+		}
+	}
+	if v := q.Get("tailLines"); v != "" {
+		if opts.TailLines, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return opts, fmt.Errorf("invalid tailLines %q: want an integer", v)
+		}
+	}
+	return opts, nil
+}

@@ -1,0 +1,321 @@
+package status
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// maxEvents is how many recent events the Store keeps; older ones are
+// dropped first.
+const maxEvents = 1000
+
+// defaultNamespace is the namespace a bare pod name resolves to first, as in
+// kubectl.
+const defaultNamespace = "default"
+
+// Manifest is the result of reading one manifest file (or URL): the pods it
+// defines, or why it could not be used.
+type Manifest struct {
+	// Source is the source that read the file: a manifest directory or a URL.
+	Source string `json:"source"`
+	// Path is the file path, or the URL for an HTTP source.
+	Path string `json:"path"`
+	// Pods are the keys ("namespace/name") of the pods the file defines.
+	Pods []string `json:"pods,omitempty"`
+	// Error says why the file was rejected; empty when it was accepted.
+	Error string `json:"error,omitempty"`
+}
+
+// Store is the observed state that staticlet reports: pods, recent events,
+// manifest results and readiness. The zero value is not usable; call
+// NewStore. All methods are safe for concurrent use.
+type Store struct {
+	// changed carries one coalesced signal per burst of changes.
+	changed chan struct{}
+
+	// mu guards the fields below.
+	mu        sync.Mutex
+	pods      map[pod.Key]*v1.Pod
+	events    []pod.Event // ring buffer, len <= maxEvents
+	next      int         // index in events of the next write once full
+	manifests []Manifest
+	ready     bool
+}
+
+// NewStore returns an empty store that is not ready.
+func NewStore() *Store {
+	return &Store{
+		changed: make(chan struct{}, 1),
+		pods:    make(map[pod.Key]*v1.Pod),
+	}
+}
+
+// notify signals Changed without blocking: a signal already pending stands
+// for this change too.
+func (s *Store) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Changed returns a channel that receives a value after the store changes.
+// Changes made while a value is pending are coalesced into it, so a receiver
+// must re-read the state it cares about rather than count signals. There is
+// one channel per Store: meant for a single consumer (the Notifier).
+func (s *Store) Changed() <-chan struct{} { return s.changed }
+
+// SetPod records p, replacing any pod with the same namespace and name. The
+// store keeps a deep copy, with apiVersion and kind set.
+func (s *Store) SetPod(p *v1.Pod) {
+	c := p.DeepCopy()
+	c.APIVersion, c.Kind = "v1", "Pod"
+	s.mu.Lock()
+	s.pods[pod.Key{Namespace: c.Namespace, Name: c.Name}] = c
+	s.mu.Unlock()
+	s.notify()
+}
+
+// DeletePod forgets the pod with the given key; its events are kept.
+func (s *Store) DeletePod(key pod.Key) {
+	s.mu.Lock()
+	_, ok := s.pods[key]
+	delete(s.pods, key)
+	s.mu.Unlock()
+	if ok {
+		s.notify()
+	}
+}
+
+// Pods returns copies of every pod, sorted by namespace then name.
+func (s *Store) Pods() []v1.Pod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := s.sortedKeysLocked()
+	out := make([]v1.Pod, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, *s.pods[k].DeepCopy())
+	}
+	return out
+}
+
+func (s *Store) sortedKeysLocked() []pod.Key {
+	keys := make([]pod.Key, 0, len(s.pods))
+	for k := range s.pods {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b pod.Key) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return keys
+}
+
+// Pod returns a copy of the pod called name, and whether there is exactly one.
+//
+// A name containing a slash is "namespace/name" and must match exactly. A
+// bare name resolves to the pod of that name in namespace "default" if there
+// is one (as kubectl would), otherwise to the only pod of that name in any
+// namespace. A bare name found in several namespaces, none of them
+// "default", is ambiguous and reported as not found.
+func (s *Store) Pod(name string) (*v1.Pod, bool) {
+	p, _ := s.find(name)
+	return p, p != nil
+}
+
+// find implements Pod's rule; when the name is ambiguous it returns nil and
+// the candidates.
+func (s *Store) find(name string) (*v1.Pod, []pod.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ns, n, ok := strings.Cut(name, "/"); ok {
+		if p, ok := s.pods[pod.Key{Namespace: ns, Name: n}]; ok {
+			return p.DeepCopy(), nil
+		}
+		return nil, nil
+	}
+	if p, ok := s.pods[pod.Key{Namespace: defaultNamespace, Name: name}]; ok {
+		return p.DeepCopy(), nil
+	}
+	var matches []pod.Key
+	for _, k := range s.sortedKeysLocked() {
+		if k.Name == name {
+			matches = append(matches, k)
+		}
+	}
+	if len(matches) == 1 {
+		return s.pods[matches[0]].DeepCopy(), nil
+	}
+	return nil, matches
+}
+
+// Event records e, dropping the oldest event when the store already holds
+// the most recent 1000. It does not log: the caller does.
+func (s *Store) Event(e pod.Event) {
+	s.mu.Lock()
+	if len(s.events) < maxEvents {
+		s.events = append(s.events, e)
+	} else {
+		s.events[s.next] = e
+		s.next = (s.next + 1) % maxEvents
+	}
+	s.mu.Unlock()
+	s.notify()
+}
+
+// Events returns the recorded events, oldest first. An empty podFilter
+// returns all of them; "namespace/name" the events of that pod; a bare name
+// the events of pods with that name in any namespace.
+func (s *Store) Events(podFilter string) []pod.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]pod.Event, 0, len(s.events))
+	// Once the ring is full, s.next is the oldest entry.
+	for i := range s.events {
+		e := s.events[(s.next+i)%len(s.events)]
+		if matchPod(e.Pod, podFilter) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func matchPod(key, filter string) bool {
+	if filter == "" || key == filter {
+		return true
+	}
+	if strings.Contains(filter, "/") {
+		return false
+	}
+	_, name, _ := strings.Cut(key, "/")
+	return name == filter
+}
+
+// SetManifests replaces the per-file manifest results. The store keeps a
+// copy.
+func (s *Store) SetManifests(m []Manifest) {
+	c := cloneManifests(m)
+	s.mu.Lock()
+	s.manifests = c
+	s.mu.Unlock()
+	s.notify()
+}
+
+// Manifests returns a copy of the per-file manifest results, never nil.
+func (s *Store) Manifests() []Manifest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneManifests(s.manifests)
+}
+
+func cloneManifests(m []Manifest) []Manifest {
+	out := make([]Manifest, len(m))
+	for i, x := range m {
+		x.Pods = slices.Clone(x.Pods)
+		out[i] = x
+	}
+	return out
+}
+
+// SetReady records that every source has been read once and the first
+// reconcile pass has been issued. Readiness never goes back.
+func (s *Store) SetReady() {
+	s.mu.Lock()
+	was := s.ready
+	s.ready = true
+	s.mu.Unlock()
+	if !was {
+		s.notify()
+	}
+}
+
+// Ready reports whether SetReady has been called.
+func (s *Store) Ready() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready
+}
+
+// Summary returns a one-line summary for systemd's STATUS, such as
+// "5 pods: 4 running, 1 failed, 4 ready; 1 manifest error", prefixed with
+// "starting: " until the store is ready.
+func (s *Store) Summary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pods := make([]*v1.Pod, 0, len(s.pods))
+	for _, p := range s.pods {
+		pods = append(pods, p)
+	}
+	errs := 0
+	for _, m := range s.manifests {
+		if m.Error != "" {
+			errs++
+		}
+	}
+	return summarize(pods, errs, s.ready)
+}
+
+// summarize formats Summary. Pods are counted by phase: "running" always,
+// then pending, succeeded, failed and unknown when not zero (a pod with no
+// phase yet counts as pending), then how many have condition Ready true.
+func summarize(pods []*v1.Pod, manifestErrors int, ready bool) string {
+	var b strings.Builder
+	if !ready {
+		b.WriteString("starting: ")
+	}
+	b.WriteString(plural(len(pods), "pod", "pods"))
+	if len(pods) > 0 {
+		counts := map[v1.PodPhase]int{}
+		nready := 0
+		for _, p := range pods {
+			phase := p.Status.Phase
+			if phase == "" {
+				phase = v1.PodPending
+			}
+			counts[phase]++
+			if podReady(p) {
+				nready++
+			}
+		}
+		fmt.Fprintf(&b, ": %d running", counts[v1.PodRunning])
+		for _, ph := range []v1.PodPhase{v1.PodPending, v1.PodSucceeded, v1.PodFailed, v1.PodUnknown} {
+			if n := counts[ph]; n > 0 {
+				fmt.Fprintf(&b, ", %d %s", n, strings.ToLower(string(ph)))
+			}
+		}
+		fmt.Fprintf(&b, ", %d ready", nready)
+	}
+	if manifestErrors > 0 {
+		b.WriteString("; " + plural(manifestErrors, "manifest error", "manifest errors"))
+	}
+	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// podReady reports whether p has condition Ready true.
+func podReady(p *v1.Pod) bool {
+	return conditionTrue(p, v1.PodReady)
+}
+
+func conditionTrue(p *v1.Pod, t v1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,115 @@
+// Package watch owns staticlet's manifest sources: it reads pod manifests
+// from where the user keeps them (a directory or a single file, like the
+// kubelet's staticPodPath) and turns them into whole snapshots of desired
+// pods, with the reason for every rejected file. It does not decode
+// manifests itself (a Decoder, normally pod.Decode, does), and it does not
+// act on pods: the reconciler consumes the snapshots.
+//
+// Concurrency: a source is built by its constructor without starting
+// anything; its Run method starts whatever the source needs (a file system
+// watcher, timers), keeps all of its state on the calling goroutine, and
+// returns only after everything it started has stopped. Run must not be
+// called twice at once on the same source. Snapshots share pod values with
+// the source and with each other: receivers must treat them as read-only.
+// Merge is a pure function, safe for concurrent use.
+package watch
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// FileResult is what one manifest file currently contributes.
+type FileResult struct {
+	// Path is the file's path (a URL for a URL source).
+	Path string
+	// Pods are the pods in force from this file: the ones its current content
+	// defines or, when Err is set, the ones its last good content defined
+	// (nil if it never had good content), so that a bad edit does not stop
+	// running pods.
+	Pods []*pod.Pod
+	// Err says why the file's current content is rejected; nil when good.
+	Err error
+}
+
+// Snapshot is the whole view of one source at one moment. A source never
+// sends a partial view: a file that cannot be read keeps its last good pods
+// and a listing that fails keeps the previous files, each with an error.
+type Snapshot struct {
+	// Source names the source, e.g. "dir:/etc/kubernetes/manifests".
+	Source string
+	// Files are the source's manifest files, sorted by path. Ignored files
+	// (dotfiles, editor leftovers, subdirectories) are absent, as are files
+	// that were removed.
+	Files []FileResult
+	// Err is a problem with the source as a whole, such as a missing
+	// directory. It is not fatal: the source keeps watching and sends a new
+	// snapshot when the problem goes away.
+	Err error
+}
+
+// DuplicateError is the error Merge gives a file that defines a pod already
+// defined elsewhere.
+type DuplicateError struct {
+	// Key is the pod key defined twice.
+	Key pod.Key
+	// Winner is the path of the definition in force.
+	Winner string
+}
+
+// Error returns the message the user sees in "staticlet get manifests".
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("pod %q is also defined in %s; this definition is ignored", e.Key.String(), e.Winner)
+}
+
+// Merge combines the latest snapshot of each source into the pods to run,
+// sorted by key, and the results of every file, ordered by source name and
+// then by path.
+//
+// Duplicate rule: a pod key (namespace/name) runs from one definition only.
+// When several files define the same key, the definition from the source whose
+// name sorts first wins and, within one source, the one from the file whose
+// path sorts first. Every other definition is ignored: its file's result gets
+// the error `pod "namespace/name" is also defined in <winning path>; this
+// definition is ignored` and loses that pod from its Pods, while the other
+// pods of the same file still run. The pods of a file whose current content
+// is rejected (the last good ones) take part in this rule like any others.
+func Merge(snaps []Snapshot) (pods []*pod.Pod, files []FileResult) {
+	order := slices.Clone(snaps)
+	slices.SortStableFunc(order, func(a, b Snapshot) int { return cmp.Compare(a.Source, b.Source) })
+
+	winner := make(map[pod.Key]string) // pod key -> path of the definition in force
+	for _, s := range order {
+		fs := slices.Clone(s.Files)
+		slices.SortStableFunc(fs, func(a, b FileResult) int { return cmp.Compare(a.Path, b.Path) })
+		for _, f := range fs {
+			var dups []error
+			kept := f.Pods[:0:0]
+			for _, p := range f.Pods {
+				k := p.Key()
+				if w, ok := winner[k]; ok {
+					dups = append(dups, &DuplicateError{Key: k, Winner: w})
+					continue
+				}
+				winner[k] = f.Path
+				kept = append(kept, p)
+			}
+			if len(dups) > 0 {
+				// Only rebuild the result when something collided, so that an
+				// unaffected file keeps its error value (and errors.Is on it) as is.
+				f.Pods = kept
+				f.Err = errors.Join(append([]error{f.Err}, dups...)...)
+			}
+			pods = append(pods, f.Pods...)
+			files = append(files, f)
+		}
+	}
+	slices.SortFunc(pods, func(a, b *pod.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return pods, files
+}

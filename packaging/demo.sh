@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Runs staticlet for real on manifests/: starts containerd if nothing answers
+# on its socket, imports the locally built busybox image, starts staticlet in
+# the background and shows its pods. "demo.sh stop" stops what "start" began
+# and removes the demo's pods.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+
+state=/run/staticlet-demo
+sock=/run/containerd/containerd.sock
+bin=bin/staticlet
+
+wait_for() { # wait_for SECONDS COMMAND...
+	local deadline=$((SECONDS + $1)); shift
+	until "$@" >/dev/null 2>&1; do
+		if ((SECONDS >= deadline)); then return 1; fi
+		sleep 0.2
+	done
+}
+
+start_containerd() {
+	if ctr --address "$sock" version >/dev/null 2>&1; then return; fi
+	if [ -d /run/systemd/system ] && systemctl start containerd 2>/dev/null; then
+		wait_for 30 ctr --address "$sock" version && return
+	fi
+	echo "starting containerd (log: $state/containerd.log)"
+	containerd >"$state/containerd.log" 2>&1 &
+	echo $! >"$state/containerd.pid"
+	wait_for 30 ctr --address "$sock" version || { tail -20 "$state/containerd.log"; exit 1; }
+}
+
+all_running() {
+	local out
+	out=$("$bin" get pods) || return 1
+	[ "$(echo "$out" | tail -n +2 | grep -c .)" -ge 3 ] || return 1
+	! echo "$out" | tail -n +2 | grep -qv Running
+}
+
+start() {
+	mkdir -p "$state"
+	if [ -f "$state/staticlet.pid" ] && kill -0 "$(cat "$state/staticlet.pid")" 2>/dev/null; then
+		echo "the demo is already running: make demo-stop first"; exit 1
+	fi
+	start_containerd
+	go run ./internal/testimage/mkimage -o "$state/busybox.tar"
+	ctr --address "$sock" -n staticlet images import "$state/busybox.tar" >/dev/null
+	echo "starting staticlet on manifests/ (log: $state/staticlet.log)"
+	"$bin" run --manifest-dir manifests --containerd-address "$sock" >"$state/staticlet.log" 2>&1 &
+	echo $! >"$state/staticlet.pid"
+	if ! wait_for 60 all_running; then
+		echo "pods did not all reach Running in 60s:"; "$bin" get pods || true; tail -20 "$state/staticlet.log"; exit 1
+	fi
+	"$bin" get pods -o wide
+	echo
+	"$bin" get manifests
+	cat <<TXT
+
+staticlet runs in the background (pid $(cat "$state/staticlet.pid")). Try:
+  $bin describe pod web-$(hostname | tr 'A-Z' 'a-z')
+  edit manifests/ticker.yaml and run '$bin get pods' again
+  make demo-stop     # stops staticlet and removes the demo's pods
+TXT
+}
+
+stop() {
+	if [ -f "$state/staticlet.pid" ]; then
+		kill "$(cat "$state/staticlet.pid")" 2>/dev/null || true
+		rm -f "$state/staticlet.pid"
+	fi
+	# A staticlet with no manifests removes every pod it finds, then idles.
+	mkdir -p "$state/empty"
+	"$bin" run --manifest-dir "$state/empty" --containerd-address "$sock" >"$state/cleanup.log" 2>&1 &
+	local pid=$!
+	no_pods() { [ "$("$bin" get pods | tail -n +2 | grep -c .)" -eq 0 ]; }
+	sleep 1
+	wait_for 60 no_pods || echo "some pods are still stopping"
+	kill "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	if [ -f "$state/containerd.pid" ]; then
+		kill "$(cat "$state/containerd.pid")" 2>/dev/null || true
+		rm -f "$state/containerd.pid"
+	fi
+	echo "demo stopped"
+}
+
+case "${1:-start}" in
+start) start ;;
+stop) stop ;;
+*) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac
