@@ -23,15 +23,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Stop tears the daemon down and removes Dir: it deletes every task and
-// container in every namespace, stops containerd (SIGTERM, then SIGKILL after
-// a timeout), has runc force-delete containers whose shim did not (which also
-// removes their cgroups), kills shims started for its socket that are still
-// running and
-// the processes they parent, reaps the exited shims and killed processes it
-// inherited as child subreaper, unmounts whatever is still mounted under Dir and
-// removes Dir. It carries on past failures and returns them all joined.
-// Stop is for one caller, once.
+// Stop tears the daemon down and removes Dir, in this order:
+//   - deletes every task (killing its processes) and container in every
+//     namespace, while containerd still runs;
+//   - stops containerd: SIGTERM, then SIGKILL after a timeout;
+//   - has runc force-delete containers of this daemon that no shim deleted,
+//     which also removes their cgroups and runc state;
+//   - kills shims still running for its socket and the processes they parent;
+//   - reaps the exited shims and killed processes it inherited as child
+//     subreaper;
+//   - unmounts whatever is still mounted under Dir, deepest first, and
+//     removes Dir.
+//
+// It carries on past failures and returns them all joined. Call it once.
 func (e *Env) Stop(ctx context.Context) error {
 	var errs []error
 	if e.client != nil {

@@ -59,7 +59,7 @@ func Decode(path string, data []byte, opts Options) ([]*Pod, error) {
 			i += size
 		}
 		line := 1 + bytes.Count(data[:bad], []byte("\n"))
-		return nil, ErrorList{{File: path, Line: line, Msg: "not UTF-8 text (is this a binary file?)"}}
+		return nil, ErrorList{{File: path, Line: line, Msg: "not UTF-8 text (a binary file, or another encoding?)"}}
 	}
 
 	var (
@@ -179,10 +179,20 @@ func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 	// The JSON comes from the same YAML library the kubelet and kubectl use,
 	// so values mean what they would mean there. The node tree is only for
 	// the schema check and line numbers.
-	js, jsErr := sigsyaml.YAMLToJSONStrict(doc.data)
+	if bytes.IndexByte(doc.data, '\t') >= 0 && json.Valid(doc.data) {
+		// Tabs in valid JSON are whitespace between tokens (a tab in a string
+		// is escaped), but YAML does not allow them everywhere JSON does.
+		doc.data = bytes.ReplaceAll(doc.data, []byte("\t"), []byte(" "))
+	}
+	// Duplicate keys are left to the schema check, which names them better
+	// and, unlike the library's strict mode, lets keys override merged ones.
+	js, jsErr := sigsyaml.YAMLToJSON(doc.data)
 	var root yaml.Node
 	treeErr := yaml.Unmarshal(doc.data, &root)
-	if jsErr != nil && (treeErr != nil || !isDuplicateKey(jsErr)) {
+	if treeErr != nil && jsErr == nil {
+		_, jsErr = sigsyaml.YAMLToJSONStrict(doc.data)
+	}
+	if jsErr != nil && treeErr != nil {
 		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
 	}
 	var top *yaml.Node
@@ -346,12 +356,6 @@ func show(v any) string {
 	default:
 		return fmt.Sprint(v)
 	}
-}
-
-// isDuplicateKey reports whether err is the YAML library's complaint about a
-// key given twice, which the schema check reports better.
-func isDuplicateKey(err error) bool {
-	return strings.Contains(err.Error(), "already set in map")
 }
 
 var (

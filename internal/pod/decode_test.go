@@ -42,15 +42,15 @@ var decodeCases = []struct {
 		wantPods: []string{"web-node-1"},
 	},
 	{
-		name: "yaml syntax error",
-		file: "web.yaml",
-		data: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n   bad: indent\n",
+		name:    "yaml syntax error",
+		file:    "web.yaml",
+		data:    "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n   bad: indent\n",
 		wantErr: []string{"web.yaml:", "invalid YAML"},
 	},
 	{
-		name: "yaml syntax error in second document has file line",
-		file: "two.yaml",
-		data: webPod + "---\napiVersion: v1\nkind: Pod\nmetadata: [\n",
+		name:    "yaml syntax error in second document has file line",
+		file:    "two.yaml",
+		data:    webPod + "---\napiVersion: v1\nkind: Pod\nmetadata: [\n",
 		wantErr: []string{"two.yaml:17: invalid YAML"},
 	},
 	{
@@ -165,6 +165,12 @@ var decodeCases = []struct {
 		name:     "json",
 		file:     "web.json",
 		data:     "{\n\t\"apiVersion\": \"v1\",\n\t\"kind\": \"Pod\",\n\t\"metadata\": {\"name\": \"web\"},\n\t\"spec\": {\"containers\": [{\"name\": \"web\", \"image\": \"nginx\"}]}\n}\n",
+		wantPods: []string{"web-node-1"},
+	},
+	{
+		name:     "json indented with tabs",
+		file:     "web.json",
+		data:     "\t{\"apiVersion\": \"v1\", \"kind\": \"Pod\",\n\t\"metadata\": {\"name\": \"web\"},\n\t\"spec\": {\"containers\": [{\"name\": \"web\", \"image\": \"nginx\", \"args\": [\"a\\tb\"]}]}}\n",
 		wantPods: []string{"web-node-1"},
 	},
 	{

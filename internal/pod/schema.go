@@ -34,12 +34,19 @@ var (
 	typePod        = reflect.TypeFor[v1.Pod]()
 	typePodList    = reflect.TypeFor[v1.PodList]() // both PodList and List documents
 	typeUnmarshal  = reflect.TypeFor[json.Unmarshaler]()
-	yaml11Booleans = map[string]bool{
-		"y": true, "Y": true, "yes": true, "Yes": true, "YES": true,
-		"n": true, "N": true, "no": true, "No": true, "NO": true,
-		"on": true, "On": true, "ON": true, "off": true, "Off": true, "OFF": true,
-	}
 )
+
+// isYAML11Bool reports whether a plain scalar is a boolean in YAML 1.1
+// (which the decoder follows) but a string in YAML 1.2 (which the node tree
+// follows).
+func isYAML11Bool(s string) bool {
+	switch s {
+	case "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
+		"on", "On", "ON", "off", "Off", "OFF":
+		return true
+	}
+	return false
+}
 
 // structField is one JSON-visible field of a struct type.
 type structField struct {
@@ -151,12 +158,12 @@ func (c *schemaChecker) checkScalar(n *yaml.Node, t reflect.Type, path string) {
 		switch {
 		case tag == "!!int" || tag == "!!float" || tag == "!!bool":
 			c.errorf(n, path, "expected a string, got %s (quote it)", describe(n))
-		case plain && yaml11Booleans[n.Value]:
+		case plain && isYAML11Bool(n.Value):
 			// YAML 1.1, which the decoder follows, reads yes/no/on/off as booleans.
 			c.errorf(n, path, "expected a string, got boolean %s (quote it)", n.Value)
 		}
 	case reflect.Bool:
-		if tag != "!!bool" && !(tag == "!!str" && plain && yaml11Booleans[n.Value]) {
+		if tag != "!!bool" && !(tag == "!!str" && plain && isYAML11Bool(n.Value)) {
 			c.errorf(n, path, "expected a boolean, got %s", describe(n))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:

@@ -40,7 +40,8 @@ func (r *Runtime) list(ctx context.Context, filter string) ([]pod.Record, error)
 	}
 	procs := make(map[string]*task.Process, len(resp.Tasks))
 	for _, t := range resp.Tasks {
-		procs[t.ContainerID] = t
+		// A task's ID is its container's; containerd 1.6 leaves ContainerID empty.
+		procs[t.ID] = t
 	}
 	out := make([]pod.Record, 0, len(cs))
 	for _, c := range cs {

@@ -48,11 +48,11 @@ func TestSummary(t *testing.T) {
 	}
 	running := podSpec{v1.PodRunning, true}
 	tests := []struct {
-		name      string
-		pods      []podSpec
-		errors    int
-		notReady  bool
-		want      string
+		name     string
+		pods     []podSpec
+		errors   int
+		notReady bool
+		want     string
 	}{
 		{name: "none", want: "0 pods"},
 		{name: "none starting", notReady: true, want: "starting: 0 pods"},

@@ -29,7 +29,7 @@ const (
 const maxWaitFactor = 10
 
 // Decoder turns one file's bytes into pods; it is pod.Decode with its options
-// bound. It must not keep data.
+// bound. A source calls it from its Run goroutine only.
 type Decoder func(path string, data []byte) ([]*pod.Pod, error)
 
 // DirConfig configures a directory source.
@@ -115,7 +115,7 @@ func (d *Dir) Name() string { return d.name }
 // previous). If the receiver is slow, only the newest snapshot waits for it.
 // Run returns nil once ctx is done, after everything it started has stopped;
 // it returns an error only when it cannot run at all.
-func (d *Dir) Run(ctx context.Context, out chan<- Snapshot) (err error) {
+func (d *Dir) Run(ctx context.Context, out chan<- Snapshot) error {
 	if d.cfg.Decode == nil {
 		return fmt.Errorf("running %s: no decoder configured", d.name)
 	}
@@ -209,9 +209,10 @@ func (d *Dir) loop(ctx context.Context, out chan<- Snapshot, w dirWatcher, event
 			}
 			name := filepath.Clean(ev.Name)
 			if _, ok := d.watches[name]; ok && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-				// The watch went with the directory; add one again on the next
-				// listing even if a new directory has the old name.
-				delete(d.watches, name)
+				// The watch went with the directory. Mark it stale so that the
+				// next listing replaces it, even if a new directory under the
+				// old name reuses the old inode number.
+				d.watches[name] = nil
 			}
 			if d.relevant(name) {
 				arm()
@@ -256,7 +257,7 @@ func (d *Dir) rescan(w dirWatcher) Snapshot {
 func (d *Dir) ensureWatch(w dirWatcher) bool {
 	want := watchTargets(d.path)
 	for dir, info := range d.watches {
-		if cur, ok := want[dir]; !ok || !os.SameFile(cur, info) {
+		if cur, ok := want[dir]; !ok || info == nil || !os.SameFile(cur, info) {
 			// Fails harmlessly when the watch already went with the directory.
 			_ = w.Remove(dir)
 			delete(d.watches, dir)

@@ -190,6 +190,17 @@ func TestDir(t *testing.T) {
 			},
 		},
 		{
+			// As deployment tools do with "ln -sfn": only the parent sees it.
+			name:   "directory symlink retargeted",
+			path:   "m",
+			before: all(write("v1/a.yaml", "name: a"), write("v2/b.yaml", "name: b"), symlink("v1", "m")),
+			steps: []step{
+				{nil, "a.yaml: default/a"},
+				{all(symlink("v2", "m.new"), rename("m.new", "m")), "b.yaml: default/b"},
+				{write("v2/c.yaml", "name: c"), "b.yaml: default/b; c.yaml: default/c"},
+			},
+		},
+		{
 			name:   "single file",
 			path:   "m/pod.yaml",
 			before: write("m/other.yaml", "name: other"),

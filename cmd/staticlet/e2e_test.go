@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/errdefs"
+	v1 "k8s.io/api/core/v1"
+)
+
+const sleeper = `apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  hostNetwork: HOSTNET
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done", "ARG"]
+`
+
+func sleeperPod(name, arg string, hostNetwork bool) string {
+	r := strings.NewReplacer("NAME", name, "ARG", arg, "HOSTNET", map[bool]string{true: "true", false: "false"}[hostNetwork])
+	return r.Replace(sleeper)
+}
+
+// TestPodLifecycle drops, edits and deletes a manifest and checks the
+// container processes, the status socket, the CLI and sd_notify.
+func TestPodLifecycle(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	e.write("web.yaml", sleeperPod("web", "first", false))
+
+	p := d.waitPod("web-"+testNode, 30*time.Second, "pod running", running)
+	pid, err := e.pidOf(p.Status.ContainerStatuses[0])
+	if err != nil || !processRunning(pid) {
+		t.Fatalf("container process of %s: pid %d, err %v", p.Name, pid, err)
+	}
+	waitArgs(t, pid, "first")
+	out, err := d.cli("get", "pods")
+	if err != nil || !strings.Contains(out, "web-"+testNode) || !strings.Contains(out, "1/1") || !strings.Contains(out, "Running") {
+		t.Errorf("staticlet get pods = %q, %v; want web-%s 1/1 Running", out, err, testNode)
+	}
+	if _, ok := d.notify.has("READY=1"); !ok {
+		t.Errorf("NOTIFY_SOCKET got %q, want READY=1", d.notify.lines())
+	}
+	waitFor(t, 5*time.Second, "STATUS= counting the pod", func() (bool, string) {
+		line, _ := d.notify.has("STATUS=")
+		return strings.Contains(line, "1 pod") && strings.Contains(line, "1 running"), line
+	})
+
+	// Edit: the container is replaced by one with the new args.
+	oldID := p.Status.ContainerStatuses[0].ContainerID
+	e.write("web.yaml", sleeperPod("web", "second", false))
+	p = d.waitPod("web-"+testNode, 30*time.Second, "new container running", func(p *v1.Pod) bool {
+		return running(p) && p.Status.ContainerStatuses[0].ContainerID != oldID
+	})
+	newPid, err := e.pidOf(p.Status.ContainerStatuses[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitArgs(t, newPid, "second")
+	if processRunning(pid) {
+		t.Errorf("old container process %d still runs after the edit", pid)
+	}
+	if _, err := e.client.LoadContainer(nsCtx(context.Background()), strings.TrimPrefix(oldID, "containerd://")); !errdefs.IsNotFound(err) {
+		t.Errorf("old container %s still exists after the edit (err %v)", oldID, err)
+	}
+
+	// Delete: nothing of the pod is left.
+	uid := string(p.UID)
+	e.remove("web.yaml")
+	waitFor(t, 30*time.Second, "pod gone from the status", func() (bool, string) {
+		_, err := d.pod("web-" + testNode)
+		return err != nil, "still listed"
+	})
+	waitFor(t, 10*time.Second, "no containers left", func() (bool, string) {
+		cs := e.containers(context.Background())
+		return len(cs) == 0, strings.Join(ids(cs), ",")
+	})
+	if processRunning(newPid) {
+		t.Errorf("container process %d still runs after the manifest was removed", newPid)
+	}
+	ctx := nsCtx(context.Background())
+	tasks, err := e.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
+	if err == nil && len(tasks.Tasks) > 0 {
+		t.Errorf("%d tasks left after delete", len(tasks.Tasks))
+	}
+	n := 0
+	_ = e.client.SnapshotService(e.ctrd.Snapshotter).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		if info.Kind == snapshots.KindActive {
+			n++
+		}
+		return nil
+	})
+	if n > 0 {
+		t.Errorf("%d active snapshots left after delete", n)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "pods", uid)); !os.IsNotExist(err) {
+		t.Errorf("pod directory of %s left after delete (stat err %v)", uid, err)
+	}
+	if !d.running() {
+		t.Fatal("staticlet exited")
+	}
+}
+
+// waitArgs waits for process pid to run with arg among its arguments: right
+// after a start the process may still be runc's init, about to exec.
+func waitArgs(t *testing.T, pid int, arg string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "process args holding "+arg, func() (bool, string) {
+		args := cmdline(pid)
+		return slices.Contains(args, arg), fmt.Sprintf("%q", args)
+	})
+}
