@@ -176,14 +176,14 @@ type podListDoc struct {
 // decodeDocument decodes the Pods of one document strictly. A document with
 // nothing in it gives neither pods nor errors.
 func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
-	// The JSON comes from the same YAML library the kubelet and kubectl use,
-	// so values mean what they would mean there. The node tree is only for
-	// the schema check and line numbers.
 	if bytes.IndexByte(doc.data, '\t') >= 0 && json.Valid(doc.data) {
 		// Tabs in valid JSON are whitespace between tokens (a tab in a string
 		// is escaped), but YAML does not allow them everywhere JSON does.
 		doc.data = bytes.ReplaceAll(doc.data, []byte("\t"), []byte(" "))
 	}
+	// The JSON comes from the same YAML library the kubelet and kubectl use,
+	// so values mean what they would mean there. The node tree is only for
+	// the schema check and line numbers.
 	// Duplicate keys are left to the schema check, which names them better
 	// and, unlike the library's strict mode, lets keys override merged ones.
 	js, jsErr := sigsyaml.YAMLToJSON(doc.data)

@@ -28,12 +28,12 @@ const maxNodes = 1 << 20
 
 // Types whose JSON form is decided by their own UnmarshalJSON.
 var (
-	typeQuantity   = reflect.TypeFor[resource.Quantity]()
-	typeIntOrStr   = reflect.TypeFor[intstr.IntOrString]()
-	typeTime       = reflect.TypeFor[metav1.Time]()
-	typePod        = reflect.TypeFor[v1.Pod]()
-	typePodList    = reflect.TypeFor[v1.PodList]() // both PodList and List documents
-	typeUnmarshal  = reflect.TypeFor[json.Unmarshaler]()
+	typeQuantity  = reflect.TypeFor[resource.Quantity]()
+	typeIntOrStr  = reflect.TypeFor[intstr.IntOrString]()
+	typeTime      = reflect.TypeFor[metav1.Time]()
+	typePod       = reflect.TypeFor[v1.Pod]()
+	typePodList   = reflect.TypeFor[v1.PodList]() // both PodList and List documents
+	typeUnmarshal = reflect.TypeFor[json.Unmarshaler]()
 )
 
 // isYAML11Bool reports whether a plain scalar is a boolean in YAML 1.1

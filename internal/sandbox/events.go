@@ -127,4 +127,3 @@ func (r *Runtime) settleExit(ctx context.Context, e pod.TaskExit) (pod.Key, erro
 	}
 	return key, nil
 }
-

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+)
+
+// TestAdoptionAfterKill kills staticlet with three pods running and checks
+// that a new staticlet adopts them: same processes, same restart counts.
+func TestAdoptionAfterKill(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	names := []string{"one", "two", "three"}
+	for i, n := range names {
+		e.write(n+".yaml", sleeperPod(n, "x", i == 0))
+	}
+	type seen struct {
+		id       string
+		pid      int
+		restarts int32
+		started  string
+	}
+	before := map[string]seen{}
+	for _, n := range names {
+		p := d.waitPod(n+"-"+testNode, 30*time.Second, n+" running", running)
+		cs := p.Status.ContainerStatuses[0]
+		pid, err := e.pidOf(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n] = seen{cs.ContainerID, pid, cs.RestartCount, cs.State.Running.StartedAt.String()}
+	}
+	d.kill()
+
+	d2 := e.start()
+	for _, n := range names {
+		p := d2.waitPod(n+"-"+testNode, 30*time.Second, n+" adopted", running)
+		cs := p.Status.ContainerStatuses[0]
+		pid, err := e.pidOf(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := seen{cs.ContainerID, pid, cs.RestartCount, cs.State.Running.StartedAt.String()}
+		if got != before[n] {
+			t.Errorf("pod %s after restart = %+v, want %+v (unchanged)", n, got, before[n])
+		}
+	}
+	// No Started event: nothing was restarted.
+	events, err := d2.client().Events(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.Reason == "Started" || ev.Reason == "Killing" {
+			t.Errorf("event after restart: %s %s: %s", ev.Pod, ev.Reason, ev.Message)
+		}
+	}
+	if n := len(e.containers(t.Context())); n != 6 {
+		t.Errorf("%d containers after restart, want 6 (3 sandboxes and 3 containers)", n)
+	}
+	// A graceful stop leaves the pods running too.
+	d2.stop()
+	for n, s := range before {
+		if !processRunning(s.pid) {
+			t.Errorf("pod %s's process %d stopped with staticlet", n, s.pid)
+		}
+	}
+	if _, ok := d2.notify.has("STOPPING=1"); !ok {
+		t.Errorf("no STOPPING=1 on SIGTERM; got %q", d2.notify.lines())
+	}
+}
