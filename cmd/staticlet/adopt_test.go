@@ -3,7 +3,6 @@ package main
 import (
 	"testing"
 	"time"
-
 )
 
 // TestAdoptionAfterKill kills staticlet with three pods running and checks
