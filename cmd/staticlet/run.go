@@ -139,7 +139,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return dir.Run(ctx, snapshots) })
-	g.Go(func() error { return merge(ctx, snapshots, desired, store) })
+	g.Go(func() error { return merge(ctx, snapshots, desired, store, logger) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return rec.Run(ctx, desired, exits) })
 	g.Go(func() error { return server.Run(ctx) })
@@ -153,7 +153,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 
 // merge turns source snapshots into desired sets for the reconciler and
 // manifest results for the status API.
-func merge(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod, store *status.Store) error {
+func merge(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod, store *status.Store, logger *slog.Logger) error {
+	// The sources log their own file errors; duplicates appear only here.
+	logged := map[string]bool{}
 	for {
 		var snap watch.Snapshot
 		select {
@@ -162,6 +164,18 @@ func merge(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod,
 		case snap = <-in:
 		}
 		pods, files := watch.Merge([]watch.Snapshot{snap})
+		dups := map[string]bool{}
+		for _, f := range files {
+			var de *watch.DuplicateError
+			if errors.As(f.Err, &de) {
+				msg := f.Path + ": " + f.Err.Error()
+				dups[msg] = true
+				if !logged[msg] {
+					logger.Warn("manifest ignored", "path", f.Path, "err", f.Err)
+				}
+			}
+		}
+		logged = dups
 		ms := make([]status.Manifest, 0, len(files)+1)
 		if snap.Err != nil {
 			ms = append(ms, status.Manifest{Source: snap.Source, Error: snap.Err.Error()})

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,7 @@ rules. It prints one line per pod or error and exits 1 if any file is invalid.`,
 				return pod.Decode(path, data, pod.Options{NodeName: nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			var snaps []watch.Snapshot
 			bad := 0
 			for _, arg := range args {
 				snap := watch.ReadOnce(arg, decode)
@@ -35,15 +37,21 @@ rules. It prints one line per pod or error and exits 1 if any file is invalid.`,
 					fmt.Fprintf(errOut, "%s: %v\n", arg, snap.Err)
 					bad++
 				}
-				for _, f := range snap.Files {
-					if f.Err != nil {
-						fmt.Fprintln(errOut, f.Err)
-						bad++
-						continue
+				snaps = append(snaps, snap)
+			}
+			// The daemon's rule for the same pod defined twice applies here too.
+			_, files := watch.Merge(snaps)
+			for _, f := range files {
+				if f.Err != nil {
+					msg := f.Err.Error()
+					if !strings.HasPrefix(msg, f.Path) {
+						msg = f.Path + ": " + msg
 					}
-					for _, p := range f.Pods {
-						fmt.Fprintf(out, "%s: pod %s ok\n", f.Path, p.Key())
-					}
+					fmt.Fprintln(errOut, msg)
+					bad++
+				}
+				for _, p := range f.Pods {
+					fmt.Fprintf(out, "%s: pod %s ok\n", f.Path, p.Key())
 				}
 			}
 			if bad > 0 {
