@@ -66,15 +66,10 @@ func (n *Notifier) Run(ctx context.Context) error {
 		watchdog = t.C
 	}
 
-	// throttle is armed while an update waits for minStatusInterval to pass.
-	throttle := time.NewTimer(0)
-	if !throttle.Stop() {
-		<-throttle.C
-	}
-	defer throttle.Stop()
-	armed := false
+	// throttle is non-nil while an update waits for minStatusInterval to
+	// pass since the last one.
+	var throttle <-chan time.Time
 	var lastUpdate time.Time
-
 	update := func() {
 		r.update()
 		lastUpdate = time.Now()
@@ -86,17 +81,16 @@ func (n *Notifier) Run(ctx context.Context) error {
 			r.send("STOPPING=1\nSTATUS=stopping")
 			return nil
 		case <-n.cfg.Store.Changed():
-			if armed {
+			if throttle != nil {
 				continue
 			}
 			if wait := minStatusInterval - time.Since(lastUpdate); wait > 0 {
-				throttle.Reset(wait)
-				armed = true
+				throttle = time.After(wait)
 				continue
 			}
 			update()
-		case <-throttle.C:
-			armed = false
+		case <-throttle:
+			throttle = nil
 			update()
 		case <-watchdog:
 			r.watchdog()

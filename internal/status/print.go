@@ -204,7 +204,8 @@ func orNone(s string) string {
 
 // PrintManifests writes the manifest results as a table: PATH PODS ERROR,
 // with a leading SOURCE column when they come from more than one source.
-// Multi-line errors are joined on one line.
+// A result without a path (the source as a whole failed) shows the source
+// as its path. Multi-line errors are joined on one line.
 func PrintManifests(w io.Writer, manifests []Manifest) error {
 	sources := map[string]bool{}
 	for _, m := range manifests {
@@ -221,7 +222,11 @@ func PrintManifests(w io.Writer, manifests []Manifest) error {
 			fmt.Fprintf(tw, "%s\t", m.Source)
 		}
 		errText := strings.Join(strings.Fields(m.Error), " ")
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Path, orNone(strings.Join(m.Pods, ",")), orNone(errText))
+		path := m.Path
+		if path == "" { // an error of the source as a whole
+			path = m.Source
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", path, orNone(strings.Join(m.Pods, ",")), orNone(errText))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("printing manifests: %w", err)

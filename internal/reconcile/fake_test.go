@@ -1,0 +1,542 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// call is one thing the reconciler asked of the fake runtime or reporter.
+type call struct {
+	op      string // create, start, stop, remove, files, delete, ready, event, setpod
+	pod     pod.Key
+	id      string // the container or sandbox acted on; empty for a failed start
+	name    string // container name
+	kind    pod.ContainerKind
+	attempt int
+	grace   time.Duration
+	err     error
+	at      time.Time // fake time of the call
+	event   pod.Event
+	status  *v1.Pod
+}
+
+// String gives the call in the short form the tests compare.
+func (c call) String() string {
+	switch c.op {
+	case "create":
+		return "create " + c.id
+	case "start":
+		s := fmt.Sprintf("start %s %s#%d", c.kind, c.name, c.attempt)
+		if c.err != nil {
+			s += " failed"
+		}
+		return s
+	case "stop":
+		return fmt.Sprintf("stop %s %v", c.id, c.grace)
+	case "remove":
+		return "remove " + c.id
+	case "files", "delete":
+		return c.op + " " + c.pod.String()
+	case "event":
+		return "event " + c.event.Reason + " " + c.event.Container
+	}
+	return c.op
+}
+
+// callLog is the ordered record of calls, shared by the fake runtime and
+// the fake reporter so that tests can check their relative order.
+type callLog struct {
+	mu    sync.Mutex
+	calls []call
+}
+
+func (l *callLog) add(c call) {
+	c.at = time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, c)
+}
+
+func (l *callLog) all() []call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// mutations are the ops that change the runtime or remove a pod.
+var mutations = []string{"create", "start", "stop", "remove", "files", "delete"}
+
+// fakeRuntime is an in-memory Runtime. It behaves as the sandbox package
+// does where the reconciler can tell: stopping or removing what is gone
+// succeeds, stopping a running task makes it exit (143 for a container, 0
+// for the pause process) and reports the exit as containerd's event stream
+// would. It notes anything a real runtime would object to in problems.
+type fakeRuntime struct {
+	log   *callLog
+	exits chan<- pod.TaskExit // where exits are reported; nil for nowhere
+
+	// mu guards the fields below.
+	mu        sync.Mutex
+	recs      map[string]*pod.Record
+	order     map[string]int // creation order of each ID
+	seq       int
+	startErr  map[string]error // StartContainer of this container name fails
+	createErr error            // CreateSandbox fails
+	problems  []string
+}
+
+func newFakeRuntime(log *callLog, exits chan<- pod.TaskExit) *fakeRuntime {
+	return &fakeRuntime{log: log, exits: exits, recs: map[string]*pod.Record{}, order: map[string]int{}, startErr: map[string]error{}}
+}
+
+func (f *fakeRuntime) newID(prefix string) string {
+	f.seq++
+	return fmt.Sprintf("%s-%d", prefix, f.seq)
+}
+
+// created is a creation time for the record just numbered: the fake clock
+// stands still while the reconciler works, so the sequence number is added
+// to keep creation times in order, as containerd's are.
+func (f *fakeRuntime) created() time.Time {
+	return time.Now().Add(time.Duration(f.seq))
+}
+
+// add stores rec as it is; the caller holds mu.
+func (f *fakeRuntime) add(rec pod.Record) {
+	f.seq++
+	r := rec
+	f.recs[r.ID] = &r
+	f.order[r.ID] = f.seq
+}
+
+// seed puts records in the runtime, as a previous staticlet left them.
+func (f *fakeRuntime) seed(recs ...pod.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range recs {
+		f.add(r)
+	}
+}
+
+func (f *fakeRuntime) sorted(keep func(*pod.Record) bool) []pod.Record {
+	var out []pod.Record
+	for _, r := range f.recs {
+		if keep(r) {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b pod.Record) int { return f.order[a.ID] - f.order[b.ID] })
+	return out
+}
+
+func (f *fakeRuntime) PodContainers(ctx context.Context, key pod.Key) ([]pod.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sorted(func(r *pod.Record) bool { return r.Pod == key }), nil
+}
+
+func (f *fakeRuntime) AllContainers(ctx context.Context) ([]pod.Record, error) {
+	f.log.add(call{op: "list"})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sorted(func(*pod.Record) bool { return true }), nil
+}
+
+func (f *fakeRuntime) CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.createErr != nil {
+		f.log.add(call{op: "create", pod: p.Key(), err: f.createErr})
+		return pod.Record{}, f.createErr
+	}
+	for _, r := range f.recs {
+		if r.Pod == p.Key() && r.State == pod.TaskRunning {
+			f.problems = append(f.problems, fmt.Sprintf("sandbox of %s created while %s (%s) still runs", p.Key(), r.ID, r.Kind))
+		}
+	}
+	id := f.newID("sb")
+	rec := pod.Record{
+		ID: id, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash,
+		State: pod.TaskRunning, Pid: 1, CreatedAt: f.created(), StartedAt: time.Now(),
+	}
+	f.recs[rec.ID] = &rec
+	f.order[rec.ID] = f.seq
+	f.log.add(call{op: "create", pod: p.Key(), id: rec.ID})
+	return rec, nil
+}
+
+func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := call{op: "start", pod: req.Pod.Key(), name: req.Container.Name, kind: req.Kind, attempt: req.Attempt}
+	sb, ok := f.recs[req.Sandbox.ID]
+	switch {
+	case !ok || sb.State != pod.TaskRunning:
+		c.err = fmt.Errorf("sandbox %s is not running", req.Sandbox.ID)
+	case f.startErr[req.Container.Name] != nil:
+		c.err = f.startErr[req.Container.Name]
+	}
+	if c.err != nil {
+		f.log.add(c)
+		return pod.Record{}, c.err
+	}
+	for _, r := range f.recs {
+		if r.SandboxID == sb.ID && r.Name == req.Container.Name && r.State == pod.TaskRunning {
+			f.problems = append(f.problems, fmt.Sprintf("container %s started while %s still runs", req.Container.Name, r.ID))
+		}
+	}
+	rec := pod.Record{
+		ID: f.newID(req.Container.Name), Pod: req.Pod.Key(), PodUID: string(req.Pod.UID), Kind: req.Kind,
+		Name: req.Container.Name, Hash: pod.ContainerHash(req.Container), Attempt: req.Attempt, SandboxID: sb.ID,
+		Image: req.Container.Image, ImageID: "sha256:" + req.Container.Image,
+		State: pod.TaskRunning, Pid: uint32(100 + f.seq), CreatedAt: f.created(), StartedAt: time.Now(),
+	}
+	f.recs[rec.ID] = &rec
+	f.order[rec.ID] = f.seq
+	c.id = rec.ID
+	f.log.add(c)
+	return rec, nil
+}
+
+func (f *fakeRuntime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.recs[id]
+	c := call{op: "stop", id: id, grace: grace}
+	if ok {
+		c.pod, c.name, c.kind = r.Pod, r.Name, r.Kind
+	}
+	f.log.add(c)
+	if !ok || r.State != pod.TaskRunning {
+		return nil
+	}
+	code := int32(143)
+	if r.Kind == pod.KindSandbox {
+		code = 0
+	}
+	f.exitLocked(r, code)
+	return nil
+}
+
+func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.recs[id]
+	c := call{op: "remove", id: id}
+	if ok {
+		c.pod, c.name, c.kind = r.Pod, r.Name, r.Kind
+		if r.State == pod.TaskRunning {
+			f.problems = append(f.problems, fmt.Sprintf("%s removed while running", id))
+		}
+	}
+	f.log.add(c)
+	delete(f.recs, id)
+	return nil
+}
+
+func (f *fakeRuntime) RemovePodFiles(namespace, name, uid string) error {
+	f.log.add(call{op: "files", pod: pod.Key{Namespace: namespace, Name: name}, id: uid})
+	return nil
+}
+
+// exitLocked makes r's process exit with code and reports it.
+func (f *fakeRuntime) exitLocked(r *pod.Record, code int32) {
+	r.State = pod.TaskExited
+	r.ExitCode = code
+	r.FinishedAt = time.Now()
+	r.Pid = 0
+	if f.exits == nil {
+		return
+	}
+	select {
+	case f.exits <- pod.TaskExit{ContainerID: r.ID, Pod: r.Pod, ExitCode: uint32(code), ExitedAt: r.FinishedAt}:
+	default:
+		f.problems = append(f.problems, "exit of "+r.ID+" dropped: the exits channel is full")
+	}
+}
+
+// exit makes the process of container id exit with code, as if it crashed
+// or finished.
+func (f *fakeRuntime) exit(t *testing.T, id string, code int32) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.recs[id]
+	if !ok || r.State != pod.TaskRunning {
+		t.Fatalf("exit(%s): no such running container", id)
+	}
+	f.exitLocked(r, code)
+}
+
+// newest returns the newest record of container name ("" for the sandbox)
+// of pod key.
+func (f *fakeRuntime) newest(t *testing.T, key pod.Key, name string) pod.Record {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	recs := f.sorted(func(r *pod.Record) bool { return r.Pod == key && r.Name == name })
+	if len(recs) == 0 {
+		t.Fatalf("no container %q of %s in the runtime", name, key)
+	}
+	return recs[len(recs)-1]
+}
+
+func (f *fakeRuntime) records(key pod.Key) []pod.Record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.sorted(func(r *pod.Record) bool { return r.Pod == key })
+}
+
+func (f *fakeRuntime) setStartErr(name string, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err == nil {
+		delete(f.startErr, name)
+		return
+	}
+	f.startErr[name] = err
+}
+
+func (f *fakeRuntime) setCreateErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.createErr = err
+}
+
+// fakeReporter records what the reconciler reports; it is safe for
+// concurrent use, as workers report from their own goroutines.
+type fakeReporter struct {
+	log *callLog
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	pods    map[pod.Key]*v1.Pod
+	deleted []pod.Key
+	events  []pod.Event
+	ready   int
+}
+
+func newFakeReporter(log *callLog) *fakeReporter {
+	return &fakeReporter{log: log, pods: map[pod.Key]*v1.Pod{}}
+}
+
+func (r *fakeReporter) SetPod(p *v1.Pod) {
+	r.log.add(call{op: "setpod", pod: pod.Key{Namespace: p.Namespace, Name: p.Name}, status: p})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pods[pod.Key{Namespace: p.Namespace, Name: p.Name}] = p
+}
+
+func (r *fakeReporter) DeletePod(key pod.Key) {
+	r.log.add(call{op: "delete", pod: key})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pods, key)
+	r.deleted = append(r.deleted, key)
+}
+
+func (r *fakeReporter) Event(e pod.Event) {
+	r.log.add(call{op: "event", event: e})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *fakeReporter) SetReady() {
+	r.log.add(call{op: "ready"})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ready++
+}
+
+// pod returns the last status reported for key, or nil.
+func (r *fakeReporter) pod(key pod.Key) *v1.Pod {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pods[key]
+}
+
+// eventsWith returns the events with reason, in order.
+func (r *fakeReporter) eventsWith(reason string) []pod.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []pod.Event
+	for _, e := range r.events {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *fakeReporter) readyCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready
+}
+
+// harness runs a Reconciler against the fakes inside a synctest bubble.
+type harness struct {
+	t       *testing.T
+	log     *callLog
+	rt      *fakeRuntime
+	rep     *fakeReporter
+	desired chan []*pod.Pod
+	exits   chan pod.TaskExit
+}
+
+// newHarness makes the fakes, seeds the runtime with recs, and starts Run;
+// Run is stopped and waited for when the test ends. It must be called
+// inside synctest.Test.
+func newHarness(t *testing.T, cfg Config, recs ...pod.Record) *harness {
+	t.Helper()
+	log := &callLog{}
+	exits := make(chan pod.TaskExit, 256)
+	h := &harness{
+		t: t, log: log, exits: exits,
+		rt:      newFakeRuntime(log, exits),
+		rep:     newFakeReporter(log),
+		desired: make(chan []*pod.Pod),
+	}
+	h.rt.seed(recs...)
+	cfg.Runtime, cfg.Reporter = h.rt, h.rep
+	if cfg.HostIP == "" {
+		cfg.HostIP = "10.0.0.5"
+	}
+	r := New(cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx, h.desired, exits) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+		h.rt.mu.Lock()
+		defer h.rt.mu.Unlock()
+		for _, p := range h.rt.problems {
+			t.Errorf("runtime misuse: %s", p)
+		}
+	})
+	return h
+}
+
+// bubble runs f in a synctest bubble, so that backoff and resync timers run
+// on a fake clock.
+func bubble(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	synctest.Test(t, f)
+}
+
+// set sends a desired set and waits for the reconciler to settle.
+func (h *harness) set(pods ...*pod.Pod) {
+	h.desired <- pods
+	synctest.Wait()
+}
+
+// exit makes container id exit with code and waits for the reconciler to
+// settle.
+func (h *harness) exit(id string, code int32) {
+	h.t.Helper()
+	h.rt.exit(h.t, id, code)
+	synctest.Wait()
+}
+
+// sleep lets d of fake time pass.
+func (h *harness) sleep(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+// waitFor lets fake time pass in small steps until cond holds, failing the
+// test if it does not within limit of fake time.
+func (h *harness) waitFor(limit time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s did not happen within %v of fake time", what, limit)
+		}
+		h.sleep(10 * time.Millisecond)
+	}
+}
+
+// mark returns a position in the call log, for since.
+func (h *harness) mark() int { return len(h.log.all()) }
+
+// since returns the calls after mark whose op is one of ops (all mutations
+// when ops is empty).
+func (h *harness) since(mark int, ops ...string) []call {
+	if len(ops) == 0 {
+		ops = mutations
+	}
+	var out []call
+	for _, c := range h.log.all()[mark:] {
+		if slices.Contains(ops, c.op) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ops is since, as strings.
+func (h *harness) ops(mark int, ops ...string) []string {
+	var out []string
+	for _, c := range h.since(mark, ops...) {
+		out = append(out, c.String())
+	}
+	return out
+}
+
+// wantOps checks the mutations after mark are exactly want, in order.
+func (h *harness) wantOps(mark int, want ...string) {
+	h.t.Helper()
+	if got := h.ops(mark); !slices.Equal(got, want) {
+		h.t.Errorf("calls = \n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+}
+
+// status returns the last status reported for p, failing if there is none.
+func (h *harness) status(p *pod.Pod) *v1.Pod {
+	h.t.Helper()
+	st := h.rep.pod(p.Key())
+	if st == nil {
+		h.t.Fatalf("no status reported for %s", p.Key())
+	}
+	return st
+}
+
+// containerStatusOf returns the status of container name in st.
+func containerStatusOf(t *testing.T, st *v1.Pod, name string) v1.ContainerStatus {
+	t.Helper()
+	for _, cs := range append(slices.Clone(st.Status.InitContainerStatuses), st.Status.ContainerStatuses...) {
+		if cs.Name == name {
+			return cs
+		}
+	}
+	t.Fatalf("no status of container %s in %s", name, st.Name)
+	return v1.ContainerStatus{}
+}
+
+// runningRecs are the records of p running as specified in sandbox sb, as a
+// previous staticlet would have left them, with attempt as restart count.
+func runningRecs(p *pod.Pod, sb string, attempt int) []pod.Record {
+	at := time.Now().Add(-time.Hour)
+	out := []pod.Record{{ID: sb, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash,
+		State: pod.TaskRunning, CreatedAt: at, StartedAt: at}}
+	for _, c := range p.Spec.Containers {
+		out = append(out, pod.Record{ID: sb + "-" + c.Name, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindApp, Name: c.Name,
+			Hash: pod.ContainerHash(&c), Attempt: attempt, SandboxID: sb, State: pod.TaskRunning, CreatedAt: at, StartedAt: at})
+	}
+	return out
+}
