@@ -206,6 +206,9 @@ func qosClass(spec *v1.PodSpec) v1.PodQOSClass {
 		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
 			req, hasReq := c.Resources.Requests[r]
 			lim, hasLim := c.Resources.Limits[r]
+			// Zero quantities count as unset, as in Kubernetes.
+			hasReq = hasReq && !req.IsZero()
+			hasLim = hasLim && !lim.IsZero()
 			if hasReq || hasLim {
 				anySet = true
 			}

@@ -614,7 +614,6 @@ func TestQOSClass(t *testing.T) {
 // TestQOSClassZeroQuantities: Kubernetes (GetPodQOS) ignores zero
 // quantities, so a pod whose only request is cpu: 0 is BestEffort.
 func TestQOSClassZeroQuantities(t *testing.T) {
-	t.Skip("BUG: qosClass counts zero requests/limits as set; Kubernetes ignores zero quantities (cpu: 0 only is BestEffort)")
 	spec := &v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
 		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("0")},
 	}}}}

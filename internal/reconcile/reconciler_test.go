@@ -538,7 +538,6 @@ func TestRunInitContainerFailsUnderNever(t *testing.T) {
 // because an init container failed under Never runs nothing again, so its
 // sandbox should go, as for a pod whose app containers finished.
 func TestRunInitContainerFailsUnderNeverStopsSandbox(t *testing.T) {
-	t.Skip("BUG: converge stops a terminal pod's sandbox only when initDone; a pod Failed by an init container under Never keeps its pause process forever")
 	bubble(t, func(t *testing.T) {
 		p := mkPod(t, podSpec{policy: v1.RestartPolicyNever, inits: []string{"i1"}})
 		h := newHarness(t, Config{})
@@ -677,7 +676,6 @@ func TestRunCreateSandboxFailure(t *testing.T) {
 // the kubelet does; buildPod handles "no sandbox yet" but sync returns
 // before reporting.
 func TestRunCreateSandboxFailureReportsStatus(t *testing.T) {
-	t.Skip("BUG: worker.sync returns on a CreateSandbox error before reportFresh, so a pod whose sandbox cannot be created is never reported")
 	bubble(t, func(t *testing.T) {
 		p := mkPod(t, podSpec{})
 		h := newHarness(t, Config{})

@@ -238,11 +238,24 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 		if err := w.terminate(ctx, stale, w.replaceGrace(p)); err != nil {
 			return 0, err
 		}
+		// The files of a replaced pod go with it; a sandbox re-created for
+		// the same pod keeps them (emptyDir content survives, as with the
+		// kubelet).
+		for _, r := range stale {
+			if r.Kind == pod.KindSandbox && r.PodUID != string(p.UID) && r.PodUID != sb.PodUID {
+				if err := w.rt.RemovePodFiles(w.key.Namespace, w.key.Name, r.PodUID); err != nil {
+					return 0, fmt.Errorf("removing the files of replaced pod %s: %w", w.key, err)
+				}
+			}
+		}
 	}
 	if !ok {
 		rec, err := w.rt.CreateSandbox(ctx, p)
 		if err != nil {
 			w.event("", pod.EventWarning, "FailedCreatePodSandBox", err.Error())
+			if err2 := w.reportFresh(ctx, p, pod.Record{}); err2 != nil {
+				err = errors.Join(err, err2)
+			}
 			return 0, err
 		}
 		sb = rec
@@ -328,7 +341,7 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 	if err := w.removeUnwanted(ctx, p, sb, v); err != nil {
 		errs = append(errs, err)
 	}
-	if initDone && w.terminal(p, v, sb.ID) && !w.termSent {
+	if w.terminal(p, v, sb.ID) && !w.termSent {
 		// Nothing will run in this pod again: let the sandbox go, keep the
 		// exited containers for their status.
 		if err := w.rt.StopContainer(ctx, sb.ID, sandboxGrace); err != nil {

@@ -39,6 +39,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
 	}
+	s.Annotations = map[string]string{shimGroup: req.Sandbox.ID}
 	labels := podLabels(p, req.Kind)
 	labels[LabelContainer] = c.Name
 	labels[LabelHash] = pod.ContainerHash(c)

@@ -117,13 +117,13 @@ func (r *Runtime) settleExit(ctx context.Context, e pod.TaskExit) (pod.Key, erro
 	if _, err := c.SetLabels(ctx, map[string]string{
 		LabelExitCode:   strconv.FormatUint(uint64(e.ExitCode), 10),
 		LabelFinishedAt: e.ExitedAt.UTC().Format(time.RFC3339Nano),
-	}); err != nil {
+	}); errdefs.IsNotFound(err) {
+		return key, nil // removed meanwhile
+	} else if err != nil {
 		return key, fmt.Errorf("recording the exit of container %s: %w", e.ContainerID, err)
 	}
-	if t, err := c.Task(ctx, nil); err == nil {
-		if _, err := t.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
-			return key, fmt.Errorf("deleting the exited task of container %s: %w", e.ContainerID, err)
-		}
+	if err := deleteTask(ctx, c); err != nil {
+		return key, err
 	}
 	return key, nil
 }

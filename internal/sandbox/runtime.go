@@ -44,6 +44,12 @@ const (
 // runcRuntime is the containerd runtime shim staticlet uses.
 const runcRuntime = "io.containerd.runc.v2"
 
+// shimGroup is the spec annotation that makes the runc shim serve every
+// container of a group from one process: a pod's containers share their
+// sandbox's shim, so a start or restart does not pay for a new shim, and a
+// pod costs one shim however many containers it has.
+const shimGroup = "io.containerd.runc.v2.group"
+
 // Config configures a Runtime.
 type Config struct {
 	// Address is containerd's socket.

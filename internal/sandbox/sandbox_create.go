@@ -27,6 +27,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
 		CgroupsPath: cgroupsPath(r.cfg.Namespace, id),
 	})
+	s.Annotations = map[string]string{shimGroup: id}
 	labels := podLabels(p, pod.KindSandbox)
 	labels[LabelHash] = p.SandboxHash
 
