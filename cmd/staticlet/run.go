@@ -114,6 +114,11 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	dir := watch.NewDir(watch.DirConfig{
 		Path:   cfg.manifestDir,
 		Resync: cfg.fileCheckFrequency,
+		// A new or rewritten file is applied 10 ms after its last event; a
+		// burst that removes or renames a file waits 50 ms, time enough for
+		// an editor's rename-then-write to finish.
+		QuietDebounce: 10 * time.Millisecond,
+		Debounce:      50 * time.Millisecond,
 		Decode: func(path string, data []byte) ([]*pod.Pod, error) {
 			return pod.Decode(path, data, pod.Options{NodeName: cfg.nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
 		},

@@ -44,6 +44,11 @@ type DirConfig struct {
 	// before listing, so that a burst of events gives one snapshot. Default
 	// DefaultDebounce.
 	Debounce time.Duration
+	// QuietDebounce replaces Debounce for a burst with no file removed or
+	// renamed: a new or rewritten file can be applied sooner, while a
+	// removal waits the full Debounce so that an editor's rename-and-write
+	// never looks like a deleted pod. Default: Debounce.
+	QuietDebounce time.Duration
 	// MaxFileSize is the largest manifest file read, in bytes; a larger file
 	// is rejected unread. Default DefaultMaxFileSize.
 	MaxFileSize int64
@@ -86,6 +91,9 @@ func NewDir(cfg DirConfig) *Dir {
 	}
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = DefaultDebounce
+	}
+	if cfg.QuietDebounce <= 0 || cfg.QuietDebounce > cfg.Debounce {
+		cfg.QuietDebounce = cfg.Debounce
 	}
 	if cfg.MaxFileSize <= 0 {
 		cfg.MaxFileSize = DefaultMaxFileSize
@@ -163,6 +171,7 @@ func (d *Dir) loop(ctx context.Context, out chan<- Snapshot, w dirWatcher, event
 	var (
 		due        <-chan time.Time // debounce.C while a listing is due; nil otherwise
 		burstStart time.Time        // first event of the pending burst
+		removal    bool             // the pending burst removed or renamed something
 		pending    *Snapshot        // newest snapshot not yet taken by out
 		pendingVer snapVersion
 		sentVer    snapVersion
@@ -180,12 +189,17 @@ func (d *Dir) loop(ctx context.Context, out chan<- Snapshot, w dirWatcher, event
 		}
 		pending, pendingVer = &snap, v
 	}
-	arm := func() {
+	arm := func(removes bool) {
 		now := time.Now()
 		if due == nil {
-			burstStart = now
+			burstStart, removal = now, false
 		}
-		delay := min(d.cfg.Debounce, burstStart.Add(maxWaitFactor*d.cfg.Debounce).Sub(now))
+		removal = removal || removes
+		wait := d.cfg.QuietDebounce
+		if removal {
+			wait = d.cfg.Debounce
+		}
+		delay := min(wait, burstStart.Add(maxWaitFactor*d.cfg.Debounce).Sub(now))
 		debounce.Reset(max(delay, 0))
 		due = debounce.C
 	}
@@ -215,7 +229,7 @@ func (d *Dir) loop(ctx context.Context, out chan<- Snapshot, w dirWatcher, event
 				d.watches[name] = nil
 			}
 			if d.relevant(name) {
-				arm()
+				arm(ev.Has(fsnotify.Remove | fsnotify.Rename))
 			}
 		case err, ok := <-errs:
 			if !ok {
@@ -224,7 +238,7 @@ func (d *Dir) loop(ctx context.Context, out chan<- Snapshot, w dirWatcher, event
 			}
 			// Events may have been lost (queue overflow): list again.
 			d.log.Warn("file system watcher", "err", err)
-			arm()
+			arm(true)
 		case <-due:
 			due = nil
 			offer(d.rescan(w))

@@ -262,3 +262,44 @@ func TestLoopResyncIsQuiet(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopQuietDebounce checks that a burst with no removal is listed
+// QuietDebounce after its last event, and one with a removal or rename the
+// full Debounce after it.
+func TestLoopQuietDebounce(t *testing.T) {
+	const quiet, full = 10 * time.Millisecond, 50 * time.Millisecond
+	tests := []struct {
+		name  string
+		do    fsOp
+		file  string
+		op    fsnotify.Op
+		want  string
+		delay time.Duration
+	}{
+		{"new file", write("m/b.yaml", "name: b"), "m/b.yaml", fsnotify.Create, "a.yaml: default/a; b.yaml: default/b", quiet},
+		{"rewritten file", write("m/a.yaml", "name: a2"), "m/a.yaml", fsnotify.Write, "a.yaml: default/a2", quiet},
+		{"removed file", remove("m/a.yaml"), "m/a.yaml", fsnotify.Remove, "", full},
+		{"renamed file", rename("m/a.yaml", "m/c.yaml"), "m/a.yaml", fsnotify.Rename, "c.yaml: default/a", full},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				root := t.TempDir()
+				write("m/a.yaml", "name: a")(t, root)
+				d := NewDir(DirConfig{Path: filepath.Join(root, "m"), Resync: time.Hour,
+					Debounce: full, QuietDebounce: quiet, Decode: fakeDecode})
+				l := startLoop(t, d, root)
+				<-l.out
+				l.op(tt.do, tt.file, tt.op)
+				last := time.Now()
+				s := <-l.out
+				if delay := time.Since(last); delay != tt.delay {
+					t.Errorf("snapshot %v after the event, want %v", delay, tt.delay)
+				}
+				if got := summary(s, root); got != tt.want {
+					t.Errorf("snapshot %q, want %q", got, tt.want)
+				}
+			})
+		})
+	}
+}
