@@ -47,6 +47,8 @@ type worker struct {
 // waitingState is why a container is not running, when a start failed.
 type waitingState struct {
 	reason, message string
+	failures        int       // failed starts in a row
+	retryAt         time.Time // no new start before this
 }
 
 func newWorker(key pod.Key, cfg *Config) *worker {
@@ -307,6 +309,17 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 		}
 	}
 	var errs []error
+	do := func(c *v1.Container, kind pod.ContainerKind, st step) {
+		err := w.apply(ctx, p, sb, c, kind, st)
+		var rl *retryLater
+		switch {
+		case errors.As(err, &rl):
+			// Already reported as an event; look again when the wait is over.
+			later(rl.at)
+		case err != nil:
+			errs = append(errs, err)
+		}
+	}
 	initDone := w.initDone(p, sb, v)
 	if !initDone {
 		for i := range p.Spec.InitContainers {
@@ -319,8 +332,8 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 			if st.kind == stepWait {
 				later(st.until)
 				w.waitingBackOff(p, c.Name, st.until, now)
-			} else if err := w.apply(ctx, p, sb, c, pod.KindInit, st); err != nil {
-				errs = append(errs, err)
+			} else {
+				do(c, pod.KindInit, st)
 			}
 			break // one init container at a time
 		}
@@ -333,9 +346,7 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 				w.waitingBackOff(p, c.Name, st.until, now)
 				continue
 			}
-			if err := w.apply(ctx, p, sb, c, pod.KindApp, st); err != nil {
-				errs = append(errs, err)
-			}
+			do(c, pod.KindApp, st)
 		}
 	}
 	if err := w.removeUnwanted(ctx, p, sb, v); err != nil {
@@ -446,15 +457,26 @@ func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, c *v1.Con
 			return err
 		}
 	}
+	if retry := w.waiting[c.Name].retryAt; retry.After(w.now()) {
+		return &retryLater{at: retry}
+	}
 	attempt := max(st.attempt, w.attempts[c.Name])
 	rec, err := w.rt.StartContainer(ctx, pod.ContainerRequest{Pod: p, Sandbox: sb, Container: c, Kind: kind, Attempt: attempt})
 	if err != nil {
 		reason := pod.WaitingReason(err, "CreateContainerError")
-		if cur := w.waiting[c.Name]; cur.reason != reason || cur.message != err.Error() {
+		cur := w.waiting[c.Name]
+		if cur.message != err.Error() {
 			w.event(c.Name, pod.EventWarning, "Failed", err.Error())
 		}
-		w.waiting[c.Name] = waitingState{reason: reason, message: err.Error()}
-		return fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)
+		// Failed starts back off like crashes, so that a missing image is not
+		// pulled again every second.
+		failures := cur.failures + 1
+		retry := w.backoff.Delay(failures)
+		if reason == "ErrImagePull" && failures > 1 {
+			reason = "ImagePullBackOff"
+		}
+		w.waiting[c.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: w.now().Add(retry)}
+		return &retryLater{at: w.now().Add(retry), err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
 	}
 	delete(w.waiting, c.Name)
 	delete(w.attempts, c.Name)
@@ -518,3 +540,19 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// retryLater is a step that cannot be taken before at; err, if not nil, is
+// why.
+type retryLater struct {
+	at  time.Time
+	err error
+}
+
+func (r *retryLater) Error() string {
+	if r.err == nil {
+		return "retrying at " + r.at.Format(time.RFC3339Nano)
+	}
+	return r.err.Error()
+}
+
+func (r *retryLater) Unwrap() error { return r.err }
