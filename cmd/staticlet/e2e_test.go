@@ -54,6 +54,11 @@ func TestPodLifecycle(t *testing.T) {
 	if _, ok := d.notify.has("READY=1"); !ok {
 		t.Errorf("NOTIFY_SOCKET got %q, want READY=1", d.notify.lines())
 	}
+	// WATCHDOG_USEC is 2s: a ping every second while the loop turns.
+	waitFor(t, 5*time.Second, "WATCHDOG=1", func() (bool, string) {
+		_, ok := d.notify.has("WATCHDOG=1")
+		return ok, strings.Join(d.notify.lines(), " | ")
+	})
 	waitFor(t, 5*time.Second, "STATUS= counting the pod", func() (bool, string) {
 		line, _ := d.notify.has("STATUS=")
 		return strings.Contains(line, "1 pod") && strings.Contains(line, "1 running"), line
