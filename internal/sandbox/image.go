@@ -65,6 +65,10 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 			return nil, &pod.WaitingError{Reason: "ErrImagePull", Err: fmt.Errorf("pulling image %q: %w", ref, perr)}
 		}
 	}
+	digest := img.Target().Digest.String()
+	if cached, ok := r.images.get(img.Name(), digest); ok {
+		return cached, nil
+	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	unpacked, err := img.IsUnpacked(ctx, r.cfg.Snapshotter)
@@ -80,9 +84,9 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 	if err != nil {
 		return nil, &pod.WaitingError{Reason: "CreateContainerError", Err: fmt.Errorf("reading the config of image %s: %w", ref, err)}
 	}
-	return &resolvedImage{
+	resolved := &resolvedImage{
 		image: img,
-		id:    img.Name() + "@" + img.Target().Digest.String(),
+		id:    img.Name() + "@" + digest,
 		config: spec.ImageConfig{
 			Entrypoint: ispec.Config.Entrypoint,
 			Cmd:        ispec.Config.Cmd,
@@ -90,7 +94,33 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 			WorkingDir: ispec.Config.WorkingDir,
 			User:       ispec.Config.User,
 		},
-	}, nil
+	}
+	r.images.put(img.Name(), digest, resolved)
+	return resolved, nil
+}
+
+// imageCache remembers images already checked unpacked and read, by name
+// and digest, so that a restart does not read the image's config again. An
+// image retagged to another digest misses the cache.
+type imageCache struct {
+	mu     sync.Mutex
+	byName map[string]*resolvedImage // guarded by mu; keyed by name + "@" + digest
+}
+
+func (c *imageCache) get(name, digest string) (*resolvedImage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	img, ok := c.byName[name+"@"+digest]
+	return img, ok
+}
+
+func (c *imageCache) put(name, digest string, img *resolvedImage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byName == nil {
+		c.byName = map[string]*resolvedImage{}
+	}
+	c.byName[name+"@"+digest] = img
 }
 
 func (r *Runtime) localImage(ctx context.Context, name string) (client.Image, error) {

@@ -78,6 +78,7 @@ type Runtime struct {
 	cfg    Config
 	client *client.Client
 	pulls  *pullGroup
+	images imageCache
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.

@@ -229,7 +229,10 @@ func (d *Dir) loop(ctx context.Context, out chan<- Snapshot, w dirWatcher, event
 				d.watches[name] = nil
 			}
 			if d.relevant(name) {
-				arm(ev.Has(fsnotify.Remove | fsnotify.Rename))
+				// Renaming a temporary file over a manifest is an atomic
+				// write, not a removal: only a manifest's own name going away
+				// needs the longer wait.
+				arm(ev.Has(fsnotify.Remove|fsnotify.Rename) && !ignored(filepath.Base(name)))
 			}
 		case err, ok := <-errs:
 			if !ok {

@@ -280,12 +280,14 @@ func TestLoopQuietDebounce(t *testing.T) {
 		{"rewritten file", write("m/a.yaml", "name: a2"), "m/a.yaml", fsnotify.Write, "a.yaml: default/a2", quiet},
 		{"removed file", remove("m/a.yaml"), "m/a.yaml", fsnotify.Remove, "", full},
 		{"renamed file", rename("m/a.yaml", "m/c.yaml"), "m/a.yaml", fsnotify.Rename, "c.yaml: default/a", full},
+		{"atomic write", rename("m/.a.yaml.tmp", "m/a.yaml"), "m/.a.yaml.tmp", fsnotify.Rename, "a.yaml: default/a3", quiet},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				root := t.TempDir()
 				write("m/a.yaml", "name: a")(t, root)
+				write("m/.a.yaml.tmp", "name: a3")(t, root)
 				d := NewDir(DirConfig{Path: filepath.Join(root, "m"), Resync: time.Hour,
 					Debounce: full, QuietDebounce: quiet, Decode: fakeDecode})
 				l := startLoop(t, d, root)
