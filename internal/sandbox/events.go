@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/events"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
@@ -76,54 +77,63 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 				continue
 			}
 			exit := pod.TaskExit{ContainerID: e.ContainerID, ExitCode: e.ExitStatus, ExitedAt: e.ExitedAt.AsTime()}
-			key, err := r.settleExit(ctx, exit)
+			c, key, err := r.exitOwner(ctx, e.ContainerID)
 			if err != nil {
-				r.cfg.Logger.Warn("recording a container exit", "container", e.ContainerID, "err", err)
+				r.cfg.Logger.Warn("looking up an exited container", "container", e.ContainerID, "err", err)
 			}
 			if key == (pod.Key{}) {
 				continue // not staticlet's, or already removed
 			}
+			// The reconciler hears of the exit first, so a restart does not
+			// wait for the bookkeeping below; the task list tells it the
+			// exit code until the labels do.
 			exit.Pod = key
 			select {
 			case out <- exit:
 			case <-ctx.Done():
 				return nil
 			}
+			if err := r.settleExit(ctx, c, exit); err != nil {
+				r.cfg.Logger.Warn("recording a container exit", "container", e.ContainerID, "err", err)
+			}
 		}
 	}
 }
 
-// settleExit keeps an exit in the container's labels and deletes its task.
-// It returns the pod the container belongs to, or a zero key when the
-// container is gone or not staticlet's.
-func (r *Runtime) settleExit(ctx context.Context, e pod.TaskExit) (pod.Key, error) {
+// exitOwner returns an exited container and the pod it belongs to, or a
+// zero key when the container is gone or not staticlet's.
+func (r *Runtime) exitOwner(ctx context.Context, id string) (client.Container, pod.Key, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	c, err := r.client.LoadContainer(ctx, e.ContainerID)
+	c, err := r.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
-		return pod.Key{}, nil
+		return nil, pod.Key{}, nil
 	}
 	if err != nil {
-		return pod.Key{}, fmt.Errorf("loading container %s: %w", e.ContainerID, err)
+		return nil, pod.Key{}, fmt.Errorf("loading container %s: %w", id, err)
 	}
 	labels, err := c.Labels(ctx)
+	if errdefs.IsNotFound(err) {
+		return nil, pod.Key{}, nil
+	}
 	if err != nil {
-		return pod.Key{}, fmt.Errorf("reading labels of container %s: %w", e.ContainerID, err)
+		return nil, pod.Key{}, fmt.Errorf("reading labels of container %s: %w", id, err)
 	}
-	key := pod.Key{Namespace: labels[LabelPodNamespace], Name: labels[LabelPodName]}
-	if key.Name == "" {
-		return pod.Key{}, nil
-	}
+	return c, pod.Key{Namespace: labels[LabelPodNamespace], Name: labels[LabelPodName]}, nil
+}
+
+// settleExit keeps an exit in the container's labels and deletes its task,
+// so that the shim can go and the exit outlives it.
+func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.TaskExit) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
 	if _, err := c.SetLabels(ctx, map[string]string{
 		LabelExitCode:   strconv.FormatUint(uint64(e.ExitCode), 10),
 		LabelFinishedAt: e.ExitedAt.UTC().Format(time.RFC3339Nano),
 	}); errdefs.IsNotFound(err) {
-		return key, nil // removed meanwhile
+		return nil // removed meanwhile
 	} else if err != nil {
-		return key, fmt.Errorf("recording the exit of container %s: %w", e.ContainerID, err)
+		return fmt.Errorf("recording the exit of container %s: %w", e.ContainerID, err)
 	}
-	if err := deleteTask(ctx, c); err != nil {
-		return key, err
-	}
-	return key, nil
+	return deleteTask(ctx, c)
 }
