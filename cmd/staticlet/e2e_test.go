@@ -84,6 +84,7 @@ func TestPodLifecycle(t *testing.T) {
 
 	// Delete: nothing of the pod is left.
 	uid := string(p.UID)
+	netns := e.sandboxNetns(t)
 	e.remove("web.yaml")
 	waitFor(t, 30*time.Second, "pod gone from the status", func() (bool, string) {
 		_, err := d.pod("web-" + testNode)
@@ -111,6 +112,9 @@ func TestPodLifecycle(t *testing.T) {
 	if n > 0 {
 		t.Errorf("%d active snapshots left after delete", n)
 	}
+	if holders := processesInNetns(netns); len(holders) > 0 {
+		t.Errorf("network namespace %s of the deleted pod still has processes %v", netns, holders)
+	}
 	if _, err := os.Stat(filepath.Join(e.root, "pods", uid)); !os.IsNotExist(err) {
 		t.Errorf("pod directory of %s left after delete (stat err %v)", uid, err)
 	}
@@ -127,4 +131,35 @@ func waitArgs(t *testing.T, pid int, arg string) {
 		args := cmdline(pid)
 		return slices.Contains(args, arg), fmt.Sprintf("%q", args)
 	})
+}
+
+// sandboxNetns returns the network namespace of the only sandbox running.
+func (e *env) sandboxNetns(t *testing.T) string {
+	t.Helper()
+	ctx := nsCtx(context.Background())
+	cs, err := e.client.Containers(ctx, `labels."io.staticlet.kind"==sandbox`)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("sandboxes: %d, %v; want 1", len(cs), err)
+	}
+	task, err := cs[0].Task(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", task.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// processesInNetns lists the processes in network namespace ns ("net:[N]").
+func processesInNetns(ns string) []string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, p := range procs {
+		if l, err := os.Readlink(p); err == nil && l == ns {
+			out = append(out, strings.Split(p, "/")[2])
+		}
+	}
+	return out
 }
