@@ -231,9 +231,9 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 		w.event("", pod.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		ok = false
 	}
-	keep := ""
+	keep, keepUID := "", ""
 	if ok {
-		keep = sb.ID
+		keep, keepUID = sb.ID, sb.PodUID
 	}
 	if stale := v.stale(keep); len(stale) > 0 {
 		w.noteAttempts(v, p)
@@ -244,7 +244,7 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 		// the same pod keeps them (emptyDir content survives, as with the
 		// kubelet).
 		for _, r := range stale {
-			if r.Kind == pod.KindSandbox && r.PodUID != string(p.UID) && r.PodUID != sb.PodUID {
+			if r.Kind == pod.KindSandbox && r.PodUID != string(p.UID) && r.PodUID != keepUID {
 				if err := w.rt.RemovePodFiles(w.key.Namespace, w.key.Name, r.PodUID); err != nil {
 					return 0, fmt.Errorf("removing the files of replaced pod %s: %w", w.key, err)
 				}
