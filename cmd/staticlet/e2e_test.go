@@ -85,6 +85,12 @@ func TestPodLifecycle(t *testing.T) {
 	// Delete: nothing of the pod is left.
 	uid := string(p.UID)
 	netns := e.sandboxNetns(t)
+	if ctrNetns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", newPid)); ctrNetns != netns {
+		t.Errorf("container in network namespace %s, its sandbox in %s", ctrNetns, netns)
+	}
+	if host, _ := os.Readlink("/proc/1/ns/net"); host == netns {
+		t.Errorf("pod without hostNetwork is in the host's network namespace")
+	}
 	e.remove("web.yaml")
 	waitFor(t, 30*time.Second, "pod gone from the status", func() (bool, string) {
 		_, err := d.pod("web-" + testNode)
@@ -114,6 +120,9 @@ func TestPodLifecycle(t *testing.T) {
 	}
 	if holders := processesInNetns(netns); len(holders) > 0 {
 		t.Errorf("network namespace %s of the deleted pod still has processes %v", netns, holders)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), netns) || strings.Contains(string(mounts), e.root) {
+		t.Errorf("a mount of the deleted pod's namespaces is left:\n%s", mounts)
 	}
 	if _, err := os.Stat(filepath.Join(e.root, "pods", uid)); !os.IsNotExist(err) {
 		t.Errorf("pod directory of %s left after delete (stat err %v)", uid, err)

@@ -102,6 +102,10 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	defer rt.Close()
+	// Namespaces pinned for a sandbox that a killed staticlet never created.
+	if err := rt.Sweep(ctx); err != nil {
+		logger.Warn("removing stale sandbox namespaces", "err", err)
+	}
 
 	store := status.NewStore()
 	rec := reconcile.New(reconcile.Config{
@@ -196,6 +200,7 @@ func merge(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod,
 			ms = append(ms, m)
 		}
 		store.SetManifests(ms)
+		logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
 		select {
 		case <-ctx.Done():
 			return nil

@@ -167,12 +167,26 @@ func (f *fakeRuntime) CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record
 	id := f.newID("sb")
 	rec := pod.Record{
 		ID: id, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash,
-		State: pod.TaskRunning, Pid: 1, CreatedAt: f.created(), StartedAt: time.Now(),
+		State: pod.TaskCreated, CreatedAt: f.created(), StartedAt: time.Now(),
 	}
 	f.recs[rec.ID] = &rec
 	f.order[rec.ID] = f.seq
 	f.log.add(call{op: "create", pod: p.Key(), id: rec.ID})
 	return rec, nil
+}
+
+// StartSandbox is not logged: the reconciler runs it beside the containers'
+// starts, so its place among them is not fixed.
+func (f *fakeRuntime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.recs[sb.ID]
+	if !ok || r.State != pod.TaskCreated {
+		f.problems = append(f.problems, fmt.Sprintf("sandbox %s started when not freshly created", sb.ID))
+		return sb, fmt.Errorf("sandbox %s cannot start", sb.ID)
+	}
+	r.State, r.Pid = pod.TaskRunning, 1
+	return *r, nil
 }
 
 func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error) {
@@ -181,8 +195,8 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerReque
 	c := call{op: "start", pod: req.Pod.Key(), name: req.Container.Name, kind: req.Kind, attempt: req.Attempt}
 	sb, ok := f.recs[req.Sandbox.ID]
 	switch {
-	case !ok || sb.State != pod.TaskRunning:
-		c.err = fmt.Errorf("sandbox %s is not running", req.Sandbox.ID)
+	case !ok || sb.State == pod.TaskExited:
+		c.err = fmt.Errorf("sandbox %s is not there to join", req.Sandbox.ID)
 	case f.startErr[req.Container.Name] != nil:
 		c.err = f.startErr[req.Container.Name]
 	}

@@ -29,7 +29,11 @@ import (
 type Runtime interface {
 	PodContainers(ctx context.Context, key pod.Key) ([]pod.Record, error)
 	AllContainers(ctx context.Context) ([]pod.Record, error)
+	// CreateSandbox prepares a sandbox, namespaces included, without
+	// starting it; containers may be started in it before StartSandbox
+	// returns, unless they share its PID namespace.
 	CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error)
+	StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error)
 	StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error)
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
 	RemoveContainer(ctx context.Context, id string) error
@@ -121,7 +125,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.run(ctx, r.cfg.Logger.Warn)
+			w.run(ctx)
 			select {
 			case done <- w:
 			case <-ctx.Done():

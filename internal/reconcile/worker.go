@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ type worker struct {
 	backoff Backoff
 	now     func() time.Time
 	hostIP  string
+	log     *slog.Logger
 
 	wake chan struct{}
 
@@ -59,6 +61,7 @@ func newWorker(key pod.Key, cfg *Config) *worker {
 		backoff:  cfg.Backoff,
 		now:      cfg.Now,
 		hostIP:   cfg.HostIP,
+		log:      cfg.Logger.With("pod", key.String()),
 		wake:     make(chan struct{}, 1),
 		streaks:  map[string]*streak{},
 		waiting:  map[string]waitingState{},
@@ -89,7 +92,7 @@ func (w *worker) poke() {
 
 // run is the worker's goroutine. It returns when ctx ends, leaving the pod
 // running, or once a removed pod is completely gone.
-func (w *worker) run(ctx context.Context, logf func(msg string, args ...any)) {
+func (w *worker) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -112,14 +115,16 @@ func (w *worker) run(ctx context.Context, logf func(msg string, args ...any)) {
 				return
 			}
 		} else {
+			start := time.Now()
 			again, err = w.sync(ctx, p)
 			w.last = p
+			w.log.Debug("synced pod", "took", time.Since(start), "again", again)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			logf("syncing pod", "pod", w.key.String(), "err", err)
+			w.log.Warn("syncing pod", "err", err)
 			// Level-triggered: try again soon, whatever failed.
 			if again == 0 || again > time.Second {
 				again = time.Second
@@ -226,6 +231,7 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 	}
 	v := newView(recs)
 	sb, ok := v.current(p)
+	var started chan sandboxStart // the pause process starting, while containers are created
 	if ok && sb.State != pod.TaskRunning && !w.terminal(p, v, sb.ID) {
 		// The sandbox died under a pod that should still run: replace it.
 		w.event("", pod.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
@@ -252,7 +258,9 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 		}
 	}
 	if !ok {
+		start := time.Now()
 		rec, err := w.rt.CreateSandbox(ctx, p)
+		w.log.Debug("created sandbox", "took", time.Since(start), "err", err)
 		if err != nil {
 			w.event("", pod.EventWarning, "FailedCreatePodSandBox", err.Error())
 			if err2 := w.reportFresh(ctx, p, pod.Record{}); err2 != nil {
@@ -263,12 +271,55 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 		sb = rec
 		v = newView([]pod.Record{rec})
 		w.termSent = false
+		if sharesPID(p) {
+			// Its containers join the pause process's PID namespace.
+			if sb, err = w.startSandbox(ctx, rec); err != nil {
+				return 0, err
+			}
+		} else {
+			// The pause process starts while the containers are created:
+			// they join the pod's namespaces by path, not through it.
+			started = make(chan sandboxStart, 1)
+			go func() {
+				r, err := w.startSandbox(ctx, rec)
+				started <- sandboxStart{r, err}
+			}()
+		}
 	}
 	again, err := w.converge(ctx, p, sb, v)
+	if started != nil {
+		if res := <-started; res.err != nil {
+			err = errors.Join(err, res.err)
+		} else {
+			sb = res.rec
+		}
+	}
 	if err2 := w.reportFresh(ctx, p, sb); err == nil {
 		err = err2
 	}
 	return again, err
+}
+
+// sandboxStart is the outcome of starting a sandbox.
+type sandboxStart struct {
+	rec pod.Record
+	err error
+}
+
+// startSandbox starts a created sandbox and says so when it fails.
+func (w *worker) startSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
+	start := time.Now()
+	rec, err := w.rt.StartSandbox(ctx, sb)
+	w.log.Debug("started sandbox", "took", time.Since(start), "err", err)
+	if err != nil {
+		w.event("", pod.EventWarning, "FailedCreatePodSandBox", err.Error())
+	}
+	return rec, err
+}
+
+// sharesPID tells whether p's containers join their sandbox's PID namespace.
+func sharesPID(p *pod.Pod) bool {
+	return !p.Spec.HostPID && p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace
 }
 
 // replaceGrace is the grace for containers being replaced: that of the
@@ -461,7 +512,9 @@ func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, c *v1.Con
 		return &retryLater{at: retry}
 	}
 	attempt := max(st.attempt, w.attempts[c.Name])
+	start := time.Now()
 	rec, err := w.rt.StartContainer(ctx, pod.ContainerRequest{Pod: p, Sandbox: sb, Container: c, Kind: kind, Attempt: attempt})
+	w.log.Debug("started container", "container", c.Name, "took", time.Since(start), "err", err)
 	if err != nil {
 		reason := pod.WaitingReason(err, "CreateContainerError")
 		cur := w.waiting[c.Name]

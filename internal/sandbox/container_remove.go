@@ -2,10 +2,16 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
+
+	"github.com/staticlet/staticlet/internal/sandbox/netns"
 )
 
 // RemoveContainer deletes container id with its task and snapshot, killing
@@ -15,7 +21,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	defer cancel()
 	c, err := r.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
-		return nil
+		return netns.Remove(r.sandboxDir(id))
 	}
 	if err != nil {
 		return fmt.Errorf("loading container %s: %w", id, err)
@@ -26,7 +32,41 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", id, err)
 	}
+	// A sandbox's pinned namespaces go with it; for other containers there
+	// is nothing there.
+	if err := netns.Remove(r.sandboxDir(id)); err != nil {
+		return fmt.Errorf("removing the namespaces of sandbox %s: %w", id, err)
+	}
 	return nil
+}
+
+// Sweep removes the pinned namespaces of sandboxes that no longer exist,
+// left when staticlet was killed while creating one.
+func (r *Runtime) Sweep(ctx context.Context) error {
+	entries, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "sandboxes"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing sandbox namespaces: %w", err)
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	var errs []error
+	for _, e := range entries {
+		_, err := r.client.LoadContainer(ctx, e.Name())
+		if err == nil {
+			continue
+		}
+		if !errdefs.IsNotFound(err) {
+			return fmt.Errorf("looking up sandbox %s: %w", e.Name(), err)
+		}
+		r.cfg.Logger.Info("removing the namespaces of a sandbox that is gone", "sandbox", e.Name())
+		if err := netns.Remove(r.sandboxDir(e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // deleteTask deletes c's task if it has one. The exit handler and a worker

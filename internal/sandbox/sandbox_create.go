@@ -4,28 +4,46 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/netns"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
-// CreateSandbox creates and starts p's pause sandbox, which holds the pod's
-// namespaces. It needs no image: the pause program runs from a read-only
-// root under the root dir. On failure nothing of it is left.
+// CreateSandbox creates p's namespaces, pinned under the root dir, and the
+// pause container that will hold them, without starting it: the pod's
+// containers can be created at once, joining the namespaces by path, while
+// StartSandbox runs. It needs no image: the pause program runs from a
+// read-only root under the root dir. On failure nothing of it is left.
 func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, err error) {
 	uid := string(p.UID)
 	if err := os.MkdirAll(r.PodDir(uid), 0o750); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the directory of pod %s: %w", p, err)
 	}
 	id := newID()
+	nsDir := r.sandboxDir(id)
+	if err := netns.Create(netns.Spec{Dir: nsDir, Kinds: pinnedKinds(p), Hostname: spec.Hostname(p)}); err != nil {
+		return pod.Record{}, fmt.Errorf("creating the namespaces of pod %s: %w", p, err)
+	}
+	defer func() {
+		if err != nil {
+			if rerr := netns.Remove(nsDir); rerr != nil {
+				r.cfg.Logger.Warn("removing the namespaces of a sandbox that failed", "sandbox", id, "err", rerr)
+			}
+		}
+	}()
 	s := spec.Sandbox(p, spec.SandboxOptions{
 		Rootfs:      pauseRoot(r.cfg.RootDir),
 		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
 		CgroupsPath: cgroupsPath(r.cfg.Namespace, id),
+		Namespaces:  r.namespacePaths(id, p),
 	})
 	s.Annotations = map[string]string{shimGroup: id}
 	labels := podLabels(p, pod.KindSandbox)
@@ -33,29 +51,66 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 
 	cctx, cancel := r.call(ctx)
 	defer cancel()
-	c, err := r.client.NewContainer(cctx, id,
+	if _, err := r.client.NewContainer(cctx, id,
 		client.WithRuntime(runcRuntime, nil),
 		client.WithSpec(s),
-		client.WithContainerLabels(labels))
-	if err != nil {
+		client.WithContainerLabels(labels)); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
 	}
-	defer func() {
-		if err != nil {
-			r.undoContainer(ctx, c)
-		}
-	}()
-	t, err := c.NewTask(cctx, cio.NullIO)
+	return recordFromLabels(id, labels, time.Now()), nil
+}
+
+// StartSandbox starts the pause process of a sandbox CreateSandbox made.
+// On failure the sandbox is left, not running, for the caller to replace.
+func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(ctx, sb.ID)
 	if err != nil {
-		return pod.Record{}, fmt.Errorf("creating the sandbox task of pod %s: %w", p, err)
+		return sb, fmt.Errorf("loading sandbox %s: %w", sb.ID, err)
 	}
-	if err := t.Start(cctx); err != nil {
-		return pod.Record{}, fmt.Errorf("starting the sandbox of pod %s: %w", p, err)
+	t, err := c.NewTask(ctx, cio.NullIO)
+	if err != nil {
+		return sb, fmt.Errorf("creating the task of sandbox %s: %w", sb.ID, err)
 	}
-	rec := recordFromLabels(id, labels, time.Now())
-	rec.State = pod.TaskRunning
-	rec.Pid = t.Pid()
-	return rec, nil
+	if err := t.Start(ctx); err != nil {
+		if _, derr := t.Delete(ctx, client.WithProcessKill); derr != nil && !errdefs.IsNotFound(derr) {
+			r.cfg.Logger.Warn("deleting a sandbox task that failed to start", "sandbox", sb.ID, "err", derr)
+		}
+		return sb, fmt.Errorf("starting sandbox %s: %w", sb.ID, err)
+	}
+	sb.State = pod.TaskRunning
+	sb.Pid = t.Pid()
+	return sb, nil
+}
+
+// pinnedKinds are the namespaces of p that staticlet creates and pins: the
+// network (with UTS) unless the pod is on the host's, and IPC unless the
+// host's.
+func pinnedKinds(p *pod.Pod) []netns.Kind {
+	var kinds []netns.Kind
+	if !p.Spec.HostNetwork {
+		kinds = append(kinds, netns.Net, netns.UTS)
+	}
+	if !p.Spec.HostIPC {
+		kinds = append(kinds, netns.IPC)
+	}
+	return kinds
+}
+
+// namespacePaths are the pinned namespaces of sandbox id, for specs.
+func (r *Runtime) namespacePaths(id string, p *pod.Pod) map[specs.LinuxNamespaceType]string {
+	types := map[netns.Kind]specs.LinuxNamespaceType{netns.Net: specs.NetworkNamespace, netns.UTS: specs.UTSNamespace, netns.IPC: specs.IPCNamespace}
+	out := map[specs.LinuxNamespaceType]string{}
+	for _, k := range pinnedKinds(p) {
+		out[types[k]] = netns.Path(r.sandboxDir(id), k)
+	}
+	return out
+}
+
+// sandboxDir holds the pinned namespaces of sandbox id.
+func (r *Runtime) sandboxDir(id string) string {
+	return filepath.Join(r.cfg.RootDir, "sandboxes", id)
 }
 
 // cgroupsPath places a container's cgroup under the staticlet namespace's.
@@ -66,8 +121,8 @@ func cgroupsPath(namespace, id string) string { return "/" + namespace + "/" + i
 func (r *Runtime) undoContainer(ctx context.Context, c client.Container) {
 	ctx, cancel := r.call(context.WithoutCancel(ctx))
 	defer cancel()
-	if t, err := c.Task(ctx, nil); err == nil {
-		_, _ = t.Delete(ctx, client.WithProcessKill)
+	if err := deleteTask(ctx, c, client.WithProcessKill); err != nil {
+		r.cfg.Logger.Warn("cleaning up a container that failed to start", "container", c.ID(), "err", err)
 	}
 	if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil {
 		r.cfg.Logger.Warn("cleaning up a container that failed to start", "container", c.ID(), "err", err)

@@ -72,9 +72,13 @@ type SandboxOptions struct {
 	Args []string
 	// CgroupsPath is the sandbox's cgroup.
 	CgroupsPath string
+	// Namespaces are pinned namespaces to join, by type (network, IPC,
+	// UTS); a type the pod does not take from the host and that is not
+	// here is created new.
+	Namespaces map[specs.LinuxNamespaceType]string
 }
 
-// Sandbox returns the spec of p's pause sandbox: it owns the pod's network,
+// Sandbox returns the spec of p's pause sandbox: it holds the pod's network,
 // IPC and UTS namespaces (and PID when the pod shares one), unless the pod
 // uses the host's.
 func Sandbox(p *pod.Pod, o SandboxOptions) *specs.Spec {
@@ -85,27 +89,39 @@ func Sandbox(p *pod.Pod, o SandboxOptions) *specs.Spec {
 	s.Process.Capabilities = capSet(nil)
 	s.Process.NoNewPrivileges = true
 	s.Linux.CgroupsPath = o.CgroupsPath
-	s.Hostname = hostname(p)
-	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
-	if !p.Spec.HostNetwork {
-		ns = append(ns, specs.LinuxNamespace{Type: specs.NetworkNamespace}, specs.LinuxNamespace{Type: specs.UTSNamespace})
-	} else {
-		// The host's UTS namespace comes with its network, as with the kubelet.
-		s.Hostname = ""
-	}
-	if !p.Spec.HostIPC {
-		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace})
+	s.Linux.Namespaces = podNamespaces(p, o.Namespaces)
+	if _, pinned := o.Namespaces[specs.UTSNamespace]; !pinned && !p.Spec.HostNetwork {
+		// A pinned UTS namespace got its name when it was made.
+		s.Hostname = Hostname(p)
 	}
 	if !p.Spec.HostPID {
-		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
-	s.Linux.Namespaces = ns
 	return s
 }
 
-// hostname is the pod's host name as the kubelet gives it: spec.hostname if
+// podNamespaces lists a pod's shared namespaces: a mount namespace of its
+// own, then network and UTS unless the host's (the host's UTS comes with
+// its network, as with the kubelet), and IPC unless the host's, each joined
+// by path when pinned.
+func podNamespaces(p *pod.Pod, pinned map[specs.LinuxNamespaceType]string) []specs.LinuxNamespace {
+	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
+	add := func(t specs.LinuxNamespaceType) {
+		ns = append(ns, specs.LinuxNamespace{Type: t, Path: pinned[t]})
+	}
+	if !p.Spec.HostNetwork {
+		add(specs.NetworkNamespace)
+		add(specs.UTSNamespace)
+	}
+	if !p.Spec.HostIPC {
+		add(specs.IPCNamespace)
+	}
+	return ns
+}
+
+// Hostname is the pod's host name as the kubelet gives it: spec.hostname if
 // set, else the pod's name, cut to the 63 bytes a host name may have.
-func hostname(p *pod.Pod) string {
+func Hostname(p *pod.Pod) string {
 	h := p.Spec.Hostname
 	if h == "" {
 		h = p.Name
@@ -118,7 +134,10 @@ func hostname(p *pod.Pod) string {
 
 // ContainerOptions are the host-side facts a container spec needs.
 type ContainerOptions struct {
-	// SandboxPID is the pause process whose namespaces the container joins.
+	// Namespaces are the pod's pinned namespaces, as for its sandbox.
+	Namespaces map[specs.LinuxNamespaceType]string
+	// SandboxPID is the pause process, whose PID namespace the container
+	// joins when the pod shares one.
 	SandboxPID uint32
 	// Image is the config of the container's image.
 	Image ImageConfig
@@ -155,7 +174,7 @@ func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, er
 	s.Linux.CgroupsPath = o.CgroupsPath
 	applySecurity(s, p, c)
 
-	s.Linux.Namespaces = containerNamespaces(p, o.SandboxPID)
+	s.Linux.Namespaces = containerNamespaces(p, o.Namespaces, o.SandboxPID)
 	mounts, err := volumeMounts(c, o.Volumes)
 	if err != nil {
 		return nil, err
@@ -346,23 +365,21 @@ func removeOption(opts []string, o string) []string {
 	return out
 }
 
-// containerNamespaces joins the sandbox's namespaces: network, IPC and UTS
-// always (unless the host's), PID when the pod shares one.
-func containerNamespaces(p *pod.Pod, sandboxPID uint32) []specs.LinuxNamespace {
-	path := func(name string) string { return fmt.Sprintf("/proc/%d/ns/%s", sandboxPID, name) }
-	ns := []specs.LinuxNamespace{{Type: specs.MountNamespace}}
-	if !p.Spec.HostNetwork {
-		ns = append(ns,
-			specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: path("net")},
-			specs.LinuxNamespace{Type: specs.UTSNamespace, Path: path("uts")})
-	}
-	if !p.Spec.HostIPC {
-		ns = append(ns, specs.LinuxNamespace{Type: specs.IPCNamespace, Path: path("ipc")})
+// containerNamespaces joins the pod's namespaces, and the sandbox's PID
+// namespace when the pod shares one.
+func containerNamespaces(p *pod.Pod, pinned map[specs.LinuxNamespaceType]string, sandboxPID uint32) []specs.LinuxNamespace {
+	ns := podNamespaces(p, pinned)
+	// A namespace that is not pinned is the sandbox process's own.
+	names := map[specs.LinuxNamespaceType]string{specs.NetworkNamespace: "net", specs.UTSNamespace: "uts", specs.IPCNamespace: "ipc"}
+	for i := range ns {
+		if name, ok := names[ns[i].Type]; ok && ns[i].Path == "" && sandboxPID != 0 {
+			ns[i].Path = fmt.Sprintf("/proc/%d/ns/%s", sandboxPID, name)
+		}
 	}
 	switch {
 	case p.Spec.HostPID:
 	case p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace:
-		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: path("pid")})
+		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: fmt.Sprintf("/proc/%d/ns/pid", sandboxPID)})
 	default:
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
