@@ -200,6 +200,9 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerReque
 	case f.startErr[req.Container.Name] != nil:
 		c.err = f.startErr[req.Container.Name]
 	}
+	if c.err == nil && sharesPID(req.Pod) && sb.State != pod.TaskRunning {
+		f.problems = append(f.problems, fmt.Sprintf("container %s of a pod sharing its PID namespace started before its sandbox", req.Container.Name))
+	}
 	if c.err != nil {
 		f.log.add(c)
 		return pod.Record{}, c.err

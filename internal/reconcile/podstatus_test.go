@@ -37,6 +37,7 @@ type podSpec struct {
 	imageOf  map[string]string // images of single containers, by name
 	label    string            // a value for label "v", to change the sandbox hash
 	hostNet  bool
+	sharePID bool
 	resource string // a resources: block for every container, indented for it
 }
 
@@ -66,6 +67,9 @@ func mkPod(t *testing.T, s podSpec) *pod.Pod {
 	}
 	if s.hostNet {
 		b.WriteString("  hostNetwork: true\n")
+	}
+	if s.sharePID {
+		b.WriteString("  shareProcessNamespace: true\n")
 	}
 	list := func(field string, names []string) {
 		if len(names) == 0 {

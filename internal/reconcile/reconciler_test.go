@@ -768,3 +768,17 @@ func TestRunContainerAddedAndRemoved(t *testing.T) {
 		}
 	})
 }
+
+// TestRunSharedPIDStartsSandboxFirst checks that containers of a pod that
+// shares its PID namespace wait for the pause process, which they join; the
+// fake reports a container started before it.
+func TestRunSharedPIDStartsSandboxFirst(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{sharePID: true, apps: []string{"a", "b"}})
+		h := newHarness(t, Config{})
+		h.set(p)
+		if st := h.status(p); st.Status.Phase != v1.PodRunning {
+			t.Errorf("phase %s, want Running", st.Status.Phase)
+		}
+	})
+}

@@ -169,14 +169,31 @@ func (h *harness) decode(name, manifest string) *pod.Pod {
 	return pods[0]
 }
 
-// sandbox creates p's sandbox and removes it when the test ends.
+// sandbox creates and starts p's sandbox and removes it when the test ends.
 func (h *harness) sandbox(p *pod.Pod) pod.Record {
+	h.t.Helper()
+	return h.startSandbox(h.createSandbox(p))
+}
+
+// createSandbox creates p's sandbox without starting it, and removes it
+// when the test ends.
+func (h *harness) createSandbox(p *pod.Pod) pod.Record {
 	h.t.Helper()
 	rec, err := h.rt.CreateSandbox(h.ctx(), p)
 	if err != nil {
 		h.t.Fatalf("CreateSandbox(%s): %v", p, err)
 	}
 	h.removeAtEnd(rec.ID)
+	return rec
+}
+
+// startSandbox starts a sandbox createSandbox made.
+func (h *harness) startSandbox(sb pod.Record) pod.Record {
+	h.t.Helper()
+	rec, err := h.rt.StartSandbox(h.ctx(), sb)
+	if err != nil {
+		h.t.Fatalf("StartSandbox(%s): %v", sb.ID, err)
+	}
 	return rec
 }
 
