@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const twoContainers = `apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  shareProcessNamespace: SHARE
+  containers:
+  - name: a
+    image: localhost/busybox:test
+    command: ["sh", "-c", "hostname; exec sleep 100000"]
+  - name: b
+    image: localhost/busybox:test
+    command: ["sleep", "100001"]
+`
+
+// TestPodNamespaces checks which namespaces a pod's containers share: the
+// network, IPC and UTS namespaces always, with the pod's host name; the PID
+// namespace only with shareProcessNamespace.
+func TestPodNamespaces(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	for _, share := range []bool{false, true} {
+		name := fmt.Sprintf("share-%v", share)
+		e.write(name+".yaml", strings.NewReplacer("NAME", name, "SHARE", fmt.Sprint(share)).Replace(twoContainers))
+		p := d.waitPod(name+"-"+testNode, 30*time.Second, name+" running", running)
+		pidA, errA := e.pidOf(p.Status.ContainerStatuses[0])
+		pidB, errB := e.pidOf(p.Status.ContainerStatuses[1])
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		ns := func(pid int, kind string) string {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind))
+			return l
+		}
+		for _, kind := range []string{"net", "ipc", "uts"} {
+			if ns(pidA, kind) != ns(pidB, kind) || ns(pidA, kind) == ns(1, kind) {
+				t.Errorf("%s: %s namespaces %s and %s, want one of the pod's own", name, kind, ns(pidA, kind), ns(pidB, kind))
+			}
+		}
+		if samePID := ns(pidA, "pid") == ns(pidB, "pid"); samePID != share {
+			t.Errorf("%s: containers share a PID namespace: %v, want %v", name, samePID, share)
+		}
+		logs, _ := filepath.Glob(filepath.Join(e.logs, "default_"+name+"-"+testNode+"_*", "a", "0.log"))
+		waitFor(t, 5*time.Second, "host name in the log", func() (bool, string) {
+			if len(logs) == 0 {
+				logs, _ = filepath.Glob(filepath.Join(e.logs, "default_"+name+"-"+testNode+"_*", "a", "0.log"))
+				return false, "no log file"
+			}
+			b, _ := os.ReadFile(logs[0])
+			return strings.Contains(string(b), name+"-"+testNode), string(b)
+		})
+	}
+}
