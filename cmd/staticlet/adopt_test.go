@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/staticlet/staticlet/internal/sandbox/netns"
 )
 
 // TestAdoptionAfterKill kills staticlet with three pods running and checks
@@ -31,8 +35,18 @@ func TestAdoptionAfterKill(t *testing.T) {
 		before[n] = seen{cs.ContainerID, pid, cs.RestartCount, cs.State.Running.StartedAt.String()}
 	}
 	d.kill()
+	// As if staticlet had been killed while creating a sandbox: namespaces
+	// pinned for a sandbox containerd never got.
+	stray := filepath.Join(e.root, "sandboxes", "0123456789abcdef0123456789abcdef")
+	if err := netns.Create(netns.Spec{Dir: stray, Kinds: []netns.Kind{netns.Net, netns.IPC}}); err != nil {
+		t.Fatal(err)
+	}
 
 	d2 := e.start()
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("stray sandbox namespaces %s left after a restart (stat: %v)", stray, err)
+		_ = netns.Remove(stray)
+	}
 	for _, n := range names {
 		p := d2.waitPod(n+"-"+testNode, 30*time.Second, n+" adopted", running)
 		cs := p.Status.ContainerStatuses[0]
