@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,6 +28,9 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		return pod.Record{}, err
 	}
 	volumes, err := r.prepareVolumes(p, req.Sandbox.PodUID)
+	if err == nil {
+		err = prepareSubPaths(c, volumes)
+	}
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
 	}
@@ -113,6 +118,26 @@ func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]stri
 		}
 	}
 	return out, nil
+}
+
+// prepareSubPaths creates the subdirectories c's mounts bind, as the
+// kubelet does, when they are missing.
+func prepareSubPaths(c *v1.Container, volumes map[string]string) error {
+	for _, vm := range c.VolumeMounts {
+		if vm.SubPath == "" && vm.SubPathExpr == "" {
+			continue
+		}
+		src, err := spec.MountSource(c, vm, volumes[vm.Name])
+		if err != nil {
+			return fmt.Errorf("volume mount %s: %w", vm.MountPath, err)
+		}
+		if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(src, 0o755); err != nil {
+				return fmt.Errorf("volume mount %s: %w", vm.MountPath, err)
+			}
+		}
+	}
+	return nil
 }
 
 // prepareHostPath checks or creates a hostPath volume's path as its type asks.

@@ -5,6 +5,8 @@ package spec
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -231,7 +233,12 @@ func env(image []string, vars []v1.EnvVar) []string {
 // context's runAsUser and runAsGroup over the image's USER.
 func processUser(p *pod.Pod, c *v1.Container, imageUser string) (specs.User, error) {
 	var u specs.User
-	if imageUser != "" {
+	runAsUser := false
+	for _, sc := range securityContexts(p, c) {
+		runAsUser = runAsUser || sc.runAsUser != nil
+	}
+	// runAsUser overrides the image's USER, which then need not be numeric.
+	if imageUser != "" && !runAsUser {
 		name, group, _ := strings.Cut(imageUser, ":")
 		switch uid, err := strconv.ParseUint(name, 10, 32); {
 		case err == nil:
@@ -311,25 +318,30 @@ func applySecurity(s *specs.Spec, p *pod.Pod, c *v1.Container) {
 // adjustCaps adds and then drops capabilities, accepting the names with or
 // without the CAP_ prefix and "ALL" as Kubernetes does.
 func adjustCaps(caps []string, add, drop []v1.Capability) []string {
+	// The order container runtimes use: add ALL, drop ALL, then the single
+	// adds, then the single drops, so that "drop ALL, add X" leaves X.
 	set := map[string]bool{}
 	for _, c := range caps {
 		set[c] = true
 	}
-	for _, c := range add {
-		if strings.EqualFold(string(c), "ALL") {
-			for _, a := range allCaps {
-				set[a] = true
-			}
-			continue
+	isAll := func(c v1.Capability) bool { return strings.EqualFold(string(c), "ALL") }
+	if slices.ContainsFunc(add, isAll) {
+		for _, a := range allCaps {
+			set[a] = true
 		}
-		set[capName(c)] = true
+	}
+	if slices.ContainsFunc(drop, isAll) {
+		clear(set)
+	}
+	for _, c := range add {
+		if !isAll(c) {
+			set[capName(c)] = true
+		}
 	}
 	for _, c := range drop {
-		if strings.EqualFold(string(c), "ALL") {
-			clear(set)
-			continue
+		if !isAll(c) {
+			delete(set, capName(c))
 		}
-		delete(set, capName(c))
 	}
 	out := make([]string, 0, len(set))
 	for c := range set {
@@ -395,8 +407,9 @@ func volumeMounts(c *v1.Container, volumes map[string]string) ([]specs.Mount, er
 		if !ok {
 			return nil, fmt.Errorf("container %q: volumeMounts[%d]: volume %q has no host path", c.Name, i, vm.Name)
 		}
-		if vm.SubPath != "" {
-			src = src + "/" + vm.SubPath
+		src, err := MountSource(c, vm, src)
+		if err != nil {
+			return nil, fmt.Errorf("container %q: volumeMounts[%d]: %w", c.Name, i, err)
 		}
 		opts := []string{"rbind", "rprivate"}
 		if vm.ReadOnly {
@@ -407,6 +420,62 @@ func volumeMounts(c *v1.Container, volumes map[string]string) ([]specs.Mount, er
 		out = append(out, specs.Mount{Destination: vm.MountPath, Type: "bind", Source: src, Options: opts})
 	}
 	return out, nil
+}
+
+// MountSource is the host path a volume mount binds: the volume's path, or
+// the subPath (or the expanded subPathExpr) inside it.
+func MountSource(c *v1.Container, vm v1.VolumeMount, volumePath string) (string, error) {
+	sub := vm.SubPath
+	if vm.SubPathExpr != "" {
+		sub = expand(vm.SubPathExpr, c.Env)
+	}
+	if sub == "" {
+		return volumePath, nil
+	}
+	if filepath.IsAbs(sub) || slices.Contains(strings.Split(filepath.ToSlash(sub), "/"), "..") {
+		return "", fmt.Errorf("subPath %q must be relative and stay inside its volume", sub)
+	}
+	return filepath.Join(volumePath, sub), nil
+}
+
+// expand replaces $(NAME) in s with the value of the container's variable
+// NAME, as the kubelet does: $$ escapes a $, and a reference to an unknown
+// variable is left as written.
+func expand(s string, env []v1.EnvVar) string {
+	vals := map[string]string{}
+	for _, e := range env {
+		if e.ValueFrom == nil {
+			vals[e.Name] = e.Value
+		}
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vals[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
 }
 
 // base is the spec every sandbox and container starts from.

@@ -255,8 +255,6 @@ func TestProcessUser(t *testing.T) {
 // the runtime, which then ignores the image's user), so an image whose USER
 // is a name must still run.
 func TestProcessUserNamedImageUserWithRunAsUser(t *testing.T) {
-	t.Skip("BUG: processUser rejects a non-numeric image USER even when runAsUser overrides it; " +
-		"fix in spec.go processUser: resolve the image user only when no security context sets runAsUser")
 	for _, imageUser := range []string{"nobody", "app:app", "1000:staff"} {
 		p := simplePod(t, "", "  securityContext:\n    runAsUser: 65534\n    runAsGroup: 65534\n")
 		got, err := processUser(p, &p.Spec.Containers[0], imageUser)
@@ -351,8 +349,6 @@ func TestCapabilities(t *testing.T) {
 // add ALL, then drop ALL, then the individual adds, then the individual
 // drops, so the container keeps exactly the capabilities it added.
 func TestCapabilitiesDropAllThenAdd(t *testing.T) {
-	t.Skip("BUG: adjustCaps applies drop ALL after the individual adds, leaving no capability; " +
-		"fix in spec.go adjustCaps: apply add ALL, then drop ALL, then individual adds, then individual drops")
 	p := simplePod(t, "    securityContext:\n      capabilities:\n        drop: [ALL]\n        add: [NET_BIND_SERVICE, CAP_CHOWN]\n", "")
 	s := mustContainer(t, p, ContainerOptions{Image: ImageConfig{Cmd: []string{"sh"}}})
 	want := []string{"CAP_CHOWN", "CAP_NET_BIND_SERVICE"}
@@ -509,6 +505,71 @@ func TestNamespaces(t *testing.T) {
 	}
 }
 
+// TestPinnedNamespaces: sandbox and containers join the pod's pinned
+// namespaces by path; a pinned UTS namespace already has its host name.
+func TestPinnedNamespaces(t *testing.T) {
+	const pid = 4242
+	pins := map[specs.LinuxNamespaceType]string{
+		specs.NetworkNamespace: "/pin/net", specs.UTSNamespace: "/pin/uts", specs.IPCNamespace: "/pin/ipc",
+	}
+	tests := []struct {
+		name          string
+		podExtra      string
+		pinned        []specs.LinuxNamespaceType
+		wantSandbox   []string
+		wantContainer []string
+		wantHostname  string
+	}{
+		{
+			name:          "all pinned",
+			pinned:        []specs.LinuxNamespaceType{specs.NetworkNamespace, specs.UTSNamespace, specs.IPCNamespace},
+			wantSandbox:   []string{"mount", "network=/pin/net", "uts=/pin/uts", "ipc=/pin/ipc", "pid"},
+			wantContainer: []string{"mount", "network=/pin/net", "uts=/pin/uts", "ipc=/pin/ipc", "pid"},
+		},
+		{
+			name:          "hostNetwork: IPC pinned",
+			podExtra:      "  hostNetwork: true\n",
+			pinned:        []specs.LinuxNamespaceType{specs.IPCNamespace},
+			wantSandbox:   []string{"mount", "ipc=/pin/ipc", "pid"},
+			wantContainer: []string{"mount", "ipc=/pin/ipc", "pid"},
+		},
+		{
+			name:          "shared PID namespace",
+			podExtra:      "  shareProcessNamespace: true\n",
+			pinned:        []specs.LinuxNamespaceType{specs.NetworkNamespace, specs.UTSNamespace, specs.IPCNamespace},
+			wantSandbox:   []string{"mount", "network=/pin/net", "uts=/pin/uts", "ipc=/pin/ipc", "pid"},
+			wantContainer: []string{"mount", "network=/pin/net", "uts=/pin/uts", "ipc=/pin/ipc", fmt.Sprintf("pid=/proc/%d/ns/pid", pid)},
+		},
+		{
+			name:          "network pinned, UTS not: the sandbox names it",
+			pinned:        []specs.LinuxNamespaceType{specs.NetworkNamespace, specs.IPCNamespace},
+			wantSandbox:   []string{"mount", "network=/pin/net", "uts", "ipc=/pin/ipc", "pid"},
+			wantContainer: []string{"mount", "network=/pin/net", fmt.Sprintf("uts=/proc/%d/ns/uts", pid), "ipc=/pin/ipc", "pid"},
+			wantHostname:  "web-n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pd := simplePod(t, "", tt.podExtra)
+			pinned := map[specs.LinuxNamespaceType]string{}
+			for _, k := range tt.pinned {
+				pinned[k] = pins[k]
+			}
+			sb := Sandbox(pd, SandboxOptions{Rootfs: "/r", Args: []string{"/pause"}, Namespaces: pinned})
+			if got := nsList(sb.Linux.Namespaces); !slices.Equal(got, tt.wantSandbox) {
+				t.Errorf("Sandbox() namespaces = %q, want %q", got, tt.wantSandbox)
+			}
+			if sb.Hostname != tt.wantHostname {
+				t.Errorf("Sandbox() hostname = %q, want %q", sb.Hostname, tt.wantHostname)
+			}
+			c := mustContainer(t, pd, ContainerOptions{Namespaces: pinned, SandboxPID: pid, Image: ImageConfig{Cmd: []string{"sh"}}})
+			if got := nsList(c.Linux.Namespaces); !slices.Equal(got, tt.wantContainer) {
+				t.Errorf("Container() namespaces = %q, want %q", got, tt.wantContainer)
+			}
+		})
+	}
+}
+
 func TestSandbox(t *testing.T) {
 	p := simplePod(t, "", "")
 	s := Sandbox(p, SandboxOptions{Rootfs: "/root/pause", Args: []string{"/pause", "pause"}, CgroupsPath: "/staticlet/x"})
@@ -646,5 +707,36 @@ func TestWorkingDirAndCgroup(t *testing.T) {
 				t.Errorf("Container() cgroups path = %q, want /ns/id", s.Linux.CgroupsPath)
 			}
 		})
+	}
+}
+
+// TestVolumeMountSubPathExpr: validation accepts subPathExpr, and the
+// kubelet mounts the expanded subdirectory; mounting the whole volume
+// instead would silently share what the pod meant to keep apart.
+func TestVolumeMountSubPathExpr(t *testing.T) {
+	p := decodePod(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  volumes:
+  - name: data
+    emptyDir: {}
+  containers:
+  - name: c
+    image: busybox
+    env:
+    - name: DIR
+      value: mine
+    volumeMounts:
+    - name: data
+      mountPath: /data
+      subPathExpr: $(DIR)
+`)
+	s := mustContainer(t, p, ContainerOptions{Image: ImageConfig{Cmd: []string{"sh"}}, Volumes: map[string]string{"data": "/v/data"}})
+	for _, m := range s.Mounts {
+		if m.Destination == "/data" && m.Source != "/v/data/mine" {
+			t.Errorf("Container() mount at /data from %s, want /v/data/mine", m.Source)
+		}
 	}
 }

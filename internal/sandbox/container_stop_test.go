@@ -1,0 +1,262 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// signalMask returns the named mask ("SigCgt", "SigIgn") of pid's signals.
+func signalMask(t *testing.T, pid uint32, name string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading the status of %d: %v", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatalf("parsing %s of %d: %v", name, pid, err)
+			}
+			return m
+		}
+	}
+	t.Fatalf("no %s in the status of %d", name, pid)
+	return 0
+}
+
+// waitSignal waits until pid catches (mask "SigCgt") or ignores ("SigIgn")
+// sig: until then a signal would find the shell's defaults.
+func waitSignal(t *testing.T, pid uint32, mask string, sig syscall.Signal) {
+	t.Helper()
+	waitFor(t, 10*time.Second, fmt.Sprintf("process %d to set up %s", pid, mask), func() (bool, string) {
+		m := signalMask(t, pid, mask)
+		return m&(1<<(uint(sig)-1)) != 0, fmt.Sprintf("%s = %x", mask, m)
+	})
+}
+
+// taskStatus returns the status of container id's task.
+func (h *harness) taskStatus(id string) (client.Status, error) {
+	c, err := h.client.LoadContainer(h.nsCtx(), id)
+	if err != nil {
+		return client.Status{}, err
+	}
+	task, err := c.Task(h.nsCtx(), nil)
+	if err != nil {
+		return client.Status{}, err
+	}
+	return task.Status(h.nsCtx())
+}
+
+func TestStopContainer(t *testing.T) {
+	h := newHarness(t)
+	p := h.decode("/m/stop.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: stop
+spec:
+  containers:
+  - name: polite
+    image: localhost/busybox:test
+    command: [/bin/sh, -c, %q]
+  - name: stubborn
+    image: localhost/busybox:test
+    command: [/bin/sh, -c, "trap '' TERM; while true; do sleep 1; done"]
+  - name: done
+    image: localhost/busybox:test
+    command: [/bin/sh, -c, "exit 0"]
+`, idleScript))
+	sb := h.sandbox(p)
+
+	t.Run("exits on TERM within grace", func(t *testing.T) {
+		h := *h
+		h.t = t
+		c := h.start(p, sb, "polite", 0)
+		waitSignal(t, c.Pid, "SigCgt", syscall.SIGTERM)
+		const grace = 10 * time.Second
+		start := time.Now()
+		if err := h.rt.StopContainer(h.ctx(), c.ID, grace); err != nil {
+			t.Fatalf("StopContainer(polite): %v", err)
+		}
+		if elapsed := time.Since(start); elapsed >= grace/2 {
+			t.Errorf("StopContainer(polite) took %s, want well under the grace of %s", elapsed, grace)
+		}
+		st, err := h.taskStatus(c.ID)
+		if err != nil || st.Status != client.Stopped || st.ExitStatus != 0 {
+			t.Errorf("task after StopContainer(polite) = %+v, %v, want stopped with status 0", st, err)
+		}
+		waitFor(t, 10*time.Second, "the process to go", func() (bool, string) {
+			return gone(c.Pid), fmt.Sprintf("process %d still there", c.Pid)
+		})
+	})
+
+	t.Run("killed after grace when TERM is ignored", func(t *testing.T) {
+		h := *h
+		h.t = t
+		c := h.start(p, sb, "stubborn", 0)
+		waitSignal(t, c.Pid, "SigIgn", syscall.SIGTERM)
+		const grace = 2 * time.Second
+		start := time.Now()
+		if err := h.rt.StopContainer(h.ctx(), c.ID, grace); err != nil {
+			t.Fatalf("StopContainer(stubborn): %v", err)
+		}
+		if elapsed := time.Since(start); elapsed < grace || elapsed > grace+killWait {
+			t.Errorf("StopContainer(stubborn) took %s, want between the grace %s and %s", elapsed, grace, grace+killWait)
+		}
+		st, err := h.taskStatus(c.ID)
+		if err != nil || st.Status != client.Stopped || st.ExitStatus != 128+uint32(syscall.SIGKILL) {
+			t.Errorf("task after StopContainer(stubborn) = %+v, %v, want stopped by SIGKILL (status 137)", st, err)
+		}
+		waitFor(t, 10*time.Second, "the process to go", func() (bool, string) {
+			return gone(c.Pid), fmt.Sprintf("process %d still there", c.Pid)
+		})
+	})
+
+	t.Run("already exited", func(t *testing.T) {
+		h := *h
+		h.t = t
+		c := h.start(p, sb, "done", 0)
+		waitFor(t, 10*time.Second, "the container to exit", func() (bool, string) {
+			st, err := h.taskStatus(c.ID)
+			return err == nil && st.Status == client.Stopped, fmt.Sprintf("task %+v, %v", st, err)
+		})
+		start := time.Now()
+		if err := h.rt.StopContainer(h.ctx(), c.ID, time.Minute); err != nil {
+			t.Errorf("StopContainer(exited) = %v, want nil", err)
+		}
+		if elapsed := time.Since(start); elapsed > 10*time.Second {
+			t.Errorf("StopContainer(exited) took %s, want it at once", elapsed)
+		}
+	})
+
+	t.Run("task already deleted", func(t *testing.T) {
+		h := *h
+		h.t = t
+		c := h.start(p, sb, "done", 1)
+		ctr, err := h.client.LoadContainer(h.nsCtx(), c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the container to exit", func() (bool, string) {
+			st, err := h.taskStatus(c.ID)
+			return err == nil && st.Status == client.Stopped, fmt.Sprintf("task %+v, %v", st, err)
+		})
+		if err := deleteTask(h.nsCtx(), ctr); err != nil {
+			t.Fatalf("deleting the task: %v", err)
+		}
+		if err := h.rt.StopContainer(h.ctx(), c.ID, time.Minute); err != nil {
+			t.Errorf("StopContainer(no task) = %v, want nil", err)
+		}
+	})
+
+	t.Run("missing", func(t *testing.T) {
+		if err := h.rt.StopContainer(h.ctx(), "0123456789abcdef", time.Minute); err != nil {
+			t.Errorf("StopContainer(missing) = %v, want nil", err)
+		}
+	})
+
+	t.Run("sandbox", func(t *testing.T) {
+		const grace = 10 * time.Second
+		start := time.Now()
+		if err := h.rt.StopContainer(h.ctx(), sb.ID, grace); err != nil {
+			t.Fatalf("StopContainer(sandbox): %v", err)
+		}
+		if elapsed := time.Since(start); elapsed >= grace/2 {
+			t.Errorf("StopContainer(sandbox) took %s, want well under the grace of %s", elapsed, grace)
+		}
+		waitFor(t, 10*time.Second, "the pause process to go", func() (bool, string) {
+			return gone(sb.Pid), fmt.Sprintf("process %d still there", sb.Pid)
+		})
+	})
+}
+
+func TestRemoveContainer(t *testing.T) {
+	h := newHarness(t)
+	p := h.decode("/m/remove.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: remove
+spec:
+  containers:
+  - name: run
+    image: localhost/busybox:test
+    command: [sleep, "3600"]
+  - name: exit
+    image: localhost/busybox:test
+    command: [/bin/sh, -c, "exit 1"]
+`)
+	sb := h.sandbox(p)
+	tests := []struct {
+		name      string
+		container string
+		exited    bool
+	}{
+		{"running", "run", false},
+		{"exited", "exit", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := *h
+			h.t = t
+			c := h.start(p, sb, tt.container, 0)
+			if tt.exited {
+				waitFor(t, 10*time.Second, "the container to exit", func() (bool, string) {
+					st, err := h.taskStatus(c.ID)
+					return err == nil && st.Status == client.Stopped, fmt.Sprintf("task %+v, %v", st, err)
+				})
+			}
+			snaps := h.client.SnapshotService(h.env.Snapshotter)
+			if _, err := snaps.Stat(h.nsCtx(), c.ID); err != nil {
+				t.Fatalf("the container's snapshot before RemoveContainer: %v", err)
+			}
+			for i := 0; i < 2; i++ {
+				if err := h.rt.RemoveContainer(h.ctx(), c.ID); err != nil {
+					t.Fatalf("RemoveContainer(%s) #%d: %v", tt.container, i+1, err)
+				}
+			}
+			if _, err := h.client.LoadContainer(h.nsCtx(), c.ID); !errdefs.IsNotFound(err) {
+				t.Errorf("loading the container after RemoveContainer: %v, want not found", err)
+			}
+			if _, err := snaps.Stat(h.nsCtx(), c.ID); !errdefs.IsNotFound(err) {
+				t.Errorf("the container's snapshot after RemoveContainer: %v, want not found", err)
+			}
+			tasks, err := h.client.TaskService().List(h.nsCtx(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, task := range tasks.Tasks {
+				if task.ID == c.ID {
+					t.Errorf("task %s still listed after RemoveContainer", c.ID)
+				}
+			}
+			waitFor(t, 10*time.Second, "the process to go", func() (bool, string) {
+				return gone(c.Pid), fmt.Sprintf("process %d still there", c.Pid)
+			})
+			recs, err := h.rt.PodContainers(h.ctx(), p.Key())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if r.ID == c.ID {
+					t.Errorf("PodContainers lists %s after RemoveContainer: %+v", c.ID, r)
+				}
+			}
+		})
+	}
+	if err := h.rt.RemoveContainer(h.ctx(), "0123456789abcdef"); err != nil {
+		t.Errorf("RemoveContainer(missing) = %v, want nil", err)
+	}
+	if recs, err := h.rt.PodContainers(h.ctx(), p.Key()); err != nil || len(recs) != 1 || recs[0].Kind != pod.KindSandbox {
+		t.Errorf("PodContainers after removing the containers = %+v, %v, want only the sandbox", recs, err)
+	}
+}

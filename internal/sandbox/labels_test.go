@@ -1,0 +1,61 @@
+package sandbox
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+func TestRecordFromLabels(t *testing.T) {
+	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	finished := time.Date(2025, 1, 2, 3, 5, 0, 123456789, time.UTC)
+	base := map[string]string{
+		LabelPodName: "web-n", LabelPodNamespace: "ns", LabelPodUID: "uid", LabelKind: "app",
+		LabelContainer: "c", LabelHash: "h", LabelAttempt: "4", LabelSandboxID: "sb",
+		LabelImageRef: "busybox", LabelImageID: "docker.io/library/busybox:latest@sha256:x",
+	}
+	with := func(extra map[string]string) map[string]string {
+		out := map[string]string{}
+		for k, v := range base {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	want := pod.Record{
+		ID: "id", Pod: pod.Key{Namespace: "ns", Name: "web-n"}, PodUID: "uid", Kind: pod.KindApp,
+		Name: "c", Hash: "h", Attempt: 4, SandboxID: "sb", Image: "busybox",
+		ImageID: "docker.io/library/busybox:latest@sha256:x", State: pod.TaskCreated,
+		CreatedAt: created, StartedAt: created,
+	}
+	exited := want
+	exited.State, exited.ExitCode, exited.FinishedAt = pod.TaskExited, 137, finished
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   pod.Record
+	}{
+		{"created", base, want},
+		{"exited", with(map[string]string{LabelExitCode: "137", LabelFinishedAt: finished.Format(time.RFC3339Nano)}), exited},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := recordFromLabels("id", tt.labels, created); got != tt.want {
+				t.Errorf("recordFromLabels() =\n  %+v\nwant\n  %+v", got, tt.want)
+			}
+		})
+	}
+
+	// Labels written by podLabels read back.
+	p := &pod.Pod{Pod: &v1.Pod{}}
+	p.Name, p.Namespace, p.UID = "web-n", "ns", "uid"
+	got := recordFromLabels("id", podLabels(p, pod.KindSandbox), created)
+	if got.Pod != p.Key() || got.PodUID != "uid" || got.Kind != pod.KindSandbox {
+		t.Errorf("recordFromLabels(podLabels()) = %+v, want pod %s uid uid kind sandbox", got, p.Key())
+	}
+}
