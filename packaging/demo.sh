@@ -72,9 +72,8 @@ stop() {
 	mkdir -p "$state/empty"
 	"$bin" run --manifest-dir "$state/empty" --containerd-address "$sock" >"$state/cleanup.log" 2>&1 &
 	local pid=$!
-	no_pods() { [ "$("$bin" get pods | tail -n +2 | grep -c .)" -eq 0 ]; }
-	sleep 1
-	wait_for 60 no_pods || echo "some pods are still stopping"
+	no_containers() { [ -z "$(ctr --address "$sock" -n staticlet containers list -q)" ]; }
+	wait_for 90 no_containers || echo "some pods are still stopping"
 	kill "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
 	if [ -f "$state/containerd.pid" ]; then

@@ -49,6 +49,16 @@ func buildPod(in statusInput) *v1.Pod {
 			containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], policy, sb.ID == ""))
 	}
 	initialized := initializedFrom(st.InitContainerStatuses, st.ContainerStatuses)
+	if initialized {
+		// App containers run only after every init container succeeded; one
+		// whose record is gone (removed while staticlet was stopped, say)
+		// completed.
+		for i := range st.InitContainerStatuses {
+			if cs := &st.InitContainerStatuses[i]; cs.ContainerID == "" {
+				cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed"}}
+			}
+		}
+	}
 	st.Phase = phase(policy, initialized, st.InitContainerStatuses, st.ContainerStatuses)
 	ready := st.Phase == v1.PodRunning
 	for _, cs := range st.ContainerStatuses {

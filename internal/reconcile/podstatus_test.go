@@ -321,7 +321,7 @@ func TestBuildPod(t *testing.T) {
 			in:    newRecs(withInit, pod.TaskRunning).run("app", 0).input(nil),
 			phase: v1.PodRunning,
 			conds: "TTTTT",
-			inits: []cstate{{state: "waiting:ContainerCreating"}},
+			inits: []cstate{{state: "terminated:0"}}, // it completed: the app runs
 			apps:  []cstate{{state: "running", ready: true}},
 		},
 		{
