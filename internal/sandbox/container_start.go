@@ -36,7 +36,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	}
 	id := newID()
 	s, err := spec.Container(p, c, spec.ContainerOptions{
-		Namespaces:  r.namespacePaths(req.Sandbox.ID, p),
+		Namespaces:  r.pinnedPaths(req.Sandbox.ID, p),
 		SandboxPID:  req.Sandbox.Pid,
 		Image:       img.config,
 		CgroupsPath: cgroupsPath(r.cfg.Namespace, id),

@@ -108,6 +108,19 @@ func (r *Runtime) namespacePaths(id string, p *pod.Pod) map[specs.LinuxNamespace
 	return out
 }
 
+// pinnedPaths are the namespaces of sandbox id that are pinned now. A
+// namespace that is not (a sandbox made before staticlet pinned them, say)
+// is joined through the sandbox's process instead.
+func (r *Runtime) pinnedPaths(id string, p *pod.Pod) map[specs.LinuxNamespaceType]string {
+	paths := r.namespacePaths(id, p)
+	for t, path := range paths {
+		if !netns.Pinned(filepath.Dir(path), netns.Kind(filepath.Base(path))) {
+			delete(paths, t)
+		}
+	}
+	return paths
+}
+
 // sandboxDir holds the pinned namespaces of sandbox id.
 func (r *Runtime) sandboxDir(id string) string {
 	return filepath.Join(r.cfg.RootDir, "sandboxes", id)
