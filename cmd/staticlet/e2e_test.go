@@ -82,6 +82,41 @@ func TestPodLifecycle(t *testing.T) {
 		t.Errorf("old container %s still exists after the edit (err %v)", oldID, err)
 	}
 
+	// A pod-level edit (a label) replaces the whole pod: a new sandbox, and
+	// the old container gone before the new one started.
+	oldSandbox := e.sandboxID(t)
+	oldStatus := p.Status.ContainerStatuses[0]
+	e.write("web.yaml", strings.Replace(sleeperPod("web", "second", false), "  name: web\n", "  name: web\n  labels:\n    tier: two\n", 1))
+	p = d.waitPod("web-"+testNode, 30*time.Second, "pod replaced", func(p *v1.Pod) bool {
+		return running(p) && p.Labels["tier"] == "two" && p.Status.ContainerStatuses[0].ContainerID != oldStatus.ContainerID
+	})
+	if e.sandboxID(t) == oldSandbox {
+		t.Errorf("sandbox %s kept after a pod-level edit", oldSandbox)
+	}
+	if processRunning(newPid) {
+		t.Errorf("old container process %d still runs after the pod was replaced", newPid)
+	}
+	if got := p.Status.ContainerStatuses[0].RestartCount; got != 0 {
+		t.Errorf("restartCount %d after the pod was replaced, want 0 (a new pod)", got)
+	}
+	newPid, err = e.pidOf(p.Status.ContainerStatuses[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stopped, started time.Time
+	events, _ := d.client().Events(t.Context(), "")
+	for _, ev := range events {
+		if ev.Reason == "Killing" && ev.Container == "main" {
+			stopped = ev.Time
+		}
+		if ev.Reason == "Started" {
+			started = ev.Time
+		}
+	}
+	if !started.After(stopped) {
+		t.Errorf("new container started at %s, not after the old one was stopped at %s", started, stopped)
+	}
+
 	// Delete: nothing of the pod is left.
 	uid := string(p.UID)
 	netns := e.sandboxNetns(t)
@@ -140,6 +175,16 @@ func waitArgs(t *testing.T, pid int, arg string) {
 		args := cmdline(pid)
 		return slices.Contains(args, arg), fmt.Sprintf("%q", args)
 	})
+}
+
+// sandboxID returns the ID of the only sandbox.
+func (e *env) sandboxID(t *testing.T) string {
+	t.Helper()
+	cs, err := e.client.Containers(nsCtx(context.Background()), `labels."io.staticlet.kind"==sandbox`)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("sandboxes: %d, %v; want 1", len(cs), err)
+	}
+	return cs[0].ID()
 }
 
 // sandboxNetns returns the network namespace of the only sandbox running.
