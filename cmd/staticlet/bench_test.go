@@ -37,6 +37,8 @@ import (
 	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/staticlet/staticlet/internal/ctrdtest"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/testimage"
@@ -264,6 +266,23 @@ func (be *benchEnv) waitNoPods(tb testing.TB) {
 			return false, err.Error()
 		}
 		return len(cs) == 0, fmt.Sprintf("%d containers left", len(cs))
+	})
+}
+
+// waitSandboxUp waits until pod name reports its sandbox running.
+func (be *benchEnv) waitSandboxUp(tb testing.TB, name string) {
+	tb.Helper()
+	waitFor(tb, benchWait, name+"'s sandbox running", func() (bool, string) {
+		p, err := be.status.Pod(context.Background(), name)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReadyToStartContainers {
+				return c.Status == v1.ConditionTrue, string(c.Status)
+			}
+		}
+		return false, "no PodReadyToStartContainers condition"
 	})
 }
 
@@ -683,6 +702,8 @@ func (be *benchEnv) benchRestart(b *testing.B) {
 		old := listPIDs()
 		be.write(b, "restart.yaml", benchPod("restart", marker))
 		pid, _ := waitMarker(b, marker, old)
+		// Measure a pod at rest, not one whose sandbox is still starting.
+		be.waitSandboxUp(b, "restart-"+testNode)
 		old = listPIDs()
 		t0 := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

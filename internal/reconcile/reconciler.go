@@ -30,8 +30,8 @@ type Runtime interface {
 	PodContainers(ctx context.Context, key pod.Key) ([]pod.Record, error)
 	AllContainers(ctx context.Context) ([]pod.Record, error)
 	// CreateSandbox prepares a sandbox, namespaces included, without
-	// starting it; containers may be started in it before StartSandbox
-	// returns, unless they share its PID namespace.
+	// starting it; containers may be started in it before StartSandbox,
+	// unless they share its PID namespace.
 	CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error)
 	StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error)
 	StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error)

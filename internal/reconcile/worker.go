@@ -231,7 +231,7 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 	}
 	v := newView(recs)
 	sb, ok := v.current(p)
-	var started chan sandboxStart // the pause process starting, while containers are created
+	startLater := false // the sandbox was created, and is started after its containers
 	if ok && sb.State != pod.TaskRunning && !w.terminal(p, v, sb.ID) {
 		// The sandbox died under a pod that should still run: replace it.
 		w.event("", pod.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
@@ -277,33 +277,24 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 				return 0, err
 			}
 		} else {
-			// The pause process starts while the containers are created:
-			// they join the pod's namespaces by path, not through it.
-			started = make(chan sandboxStart, 1)
-			go func() {
-				r, err := w.startSandbox(ctx, rec)
-				started <- sandboxStart{r, err}
-			}()
+			// The containers join the pod's pinned namespaces by path, not
+			// through the pause process, which starts after them: the app
+			// runs sooner, and two runc starts do not compete for the CPU.
+			startLater = true
 		}
 	}
 	again, err := w.converge(ctx, p, sb, v)
-	if started != nil {
-		if res := <-started; res.err != nil {
-			err = errors.Join(err, res.err)
+	if startLater {
+		if rec, serr := w.startSandbox(ctx, sb); serr != nil {
+			err = errors.Join(err, serr)
 		} else {
-			sb = res.rec
+			sb = rec
 		}
 	}
 	if err2 := w.reportFresh(ctx, p, sb); err == nil {
 		err = err2
 	}
 	return again, err
-}
-
-// sandboxStart is the outcome of starting a sandbox.
-type sandboxStart struct {
-	rec pod.Record
-	err error
 }
 
 // startSandbox starts a created sandbox and says so when it fails.

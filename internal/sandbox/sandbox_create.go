@@ -19,8 +19,8 @@ import (
 
 // CreateSandbox creates p's namespaces, pinned under the root dir, and the
 // pause container that will hold them, without starting it: the pod's
-// containers can be created at once, joining the namespaces by path, while
-// StartSandbox runs. It needs no image: the pause program runs from a
+// containers can be created at once, joining the namespaces by path, before
+// StartSandbox starts the pause process. It needs no image: the pause program runs from a
 // read-only root under the root dir. On failure nothing of it is left.
 func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, err error) {
 	uid := string(p.UID)

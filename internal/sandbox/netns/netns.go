@@ -4,8 +4,8 @@
 // only staticlet package that locks OS threads or changes a thread's
 // namespaces.
 //
-// Pinning first lets a pod's sandbox and app containers be created at the
-// same time, each joining the namespaces by path, and makes the network
+// Pinning first lets a pod's app containers be created before or beside its
+// sandbox, each joining the namespaces by path, and makes the network
 // namespace the pod's own object rather than a side effect of a process.
 // Create and Remove are safe for concurrent use on different directories.
 package netns
