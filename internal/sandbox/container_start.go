@@ -36,6 +36,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	}
 	id := newID()
 	s, err := spec.Container(p, c, spec.ContainerOptions{
+		HostCaps:    r.caps,
 		Namespaces:  r.pinnedPaths(req.Sandbox.ID, p),
 		SandboxPID:  req.Sandbox.Pid,
 		Image:       img.config,

@@ -17,10 +17,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+
+	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
 // Labels staticlet puts on every containerd container it creates. They carry
@@ -79,6 +83,9 @@ type Runtime struct {
 	client *client.Client
 	pulls  *pullGroup
 	images imageCache
+	// caps are the capabilities staticlet holds, the most a container can
+	// be given.
+	caps []string
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.
@@ -112,7 +119,29 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", cfg.Address, err)
 	}
-	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup()}, nil
+	caps, err := boundingSet()
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps}, nil
+}
+
+// boundingSet names the capabilities in staticlet's own bounding set.
+func boundingSet() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil, fmt.Errorf("reading own capabilities: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return nil, fmt.Errorf("reading own capabilities: %w", err)
+			}
+			return spec.CapsFromMask(mask), nil
+		}
+	}
+	return nil, errors.New("reading own capabilities: no CapBnd line in /proc/self/status")
 }
 
 // Close releases the connection to containerd.

@@ -29,8 +29,9 @@ var defaultCaps = []string{
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
-// allCaps is every capability the kernel headers this build knows of; a
-// privileged container gets them all.
+// allCaps is every capability this build knows of, in the order of their
+// numbers: allCaps[i] is capability number i. A privileged container gets
+// all of them that staticlet itself holds.
 var allCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
 	"CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
@@ -134,8 +135,24 @@ func Hostname(p *pod.Pod) string {
 	return h
 }
 
+// CapsFromMask names the capabilities set in mask, a capability set as
+// /proc/<pid>/status shows it.
+func CapsFromMask(mask uint64) []string {
+	var out []string
+	for i, c := range allCaps {
+		if mask&(1<<i) != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // ContainerOptions are the host-side facts a container spec needs.
 type ContainerOptions struct {
+	// HostCaps are the capabilities staticlet holds and so can grant, which
+	// a privileged container or one adding ALL gets; nil means every one
+	// this build knows.
+	HostCaps []string
 	// Namespaces are the pod's pinned namespaces, as for its sandbox.
 	Namespaces map[specs.LinuxNamespaceType]string
 	// SandboxPID is the pause process, whose PID namespace the container
@@ -174,7 +191,7 @@ func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, er
 	}
 	s.Process.User = user
 	s.Linux.CgroupsPath = o.CgroupsPath
-	applySecurity(s, p, c)
+	applySecurity(s, c, o.HostCaps)
 
 	s.Linux.Namespaces = containerNamespaces(p, o.Namespaces, o.SandboxPID)
 	mounts, err := volumeMounts(c, o.Volumes)
@@ -288,10 +305,13 @@ func securityContexts(p *pod.Pod, c *v1.Container) []userSettings {
 
 // applySecurity sets privileges, capabilities and the read-only root from
 // the container's security context.
-func applySecurity(s *specs.Spec, p *pod.Pod, c *v1.Container) {
+func applySecurity(s *specs.Spec, c *v1.Container, hostCaps []string) {
+	if hostCaps == nil {
+		hostCaps = allCaps
+	}
 	sc := c.SecurityContext
 	if sc != nil && sc.Privileged != nil && *sc.Privileged {
-		s.Process.Capabilities = capSet(allCaps)
+		s.Process.Capabilities = capSet(hostCaps)
 		s.Linux.MaskedPaths = nil
 		s.Linux.ReadonlyPaths = nil
 		s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}
@@ -304,7 +324,7 @@ func applySecurity(s *specs.Spec, p *pod.Pod, c *v1.Container) {
 	}
 	caps := append([]string(nil), defaultCaps...)
 	if sc != nil && sc.Capabilities != nil {
-		caps = adjustCaps(caps, sc.Capabilities.Add, sc.Capabilities.Drop)
+		caps = adjustCaps(caps, sc.Capabilities.Add, sc.Capabilities.Drop, hostCaps)
 	}
 	s.Process.Capabilities = capSet(caps)
 	if sc != nil && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
@@ -317,7 +337,7 @@ func applySecurity(s *specs.Spec, p *pod.Pod, c *v1.Container) {
 
 // adjustCaps adds and then drops capabilities, accepting the names with or
 // without the CAP_ prefix and "ALL" as Kubernetes does.
-func adjustCaps(caps []string, add, drop []v1.Capability) []string {
+func adjustCaps(caps []string, add, drop []v1.Capability, all []string) []string {
 	// The order container runtimes use: add ALL, drop ALL, then the single
 	// adds, then the single drops, so that "drop ALL, add X" leaves X.
 	set := map[string]bool{}
@@ -326,7 +346,7 @@ func adjustCaps(caps []string, add, drop []v1.Capability) []string {
 	}
 	isAll := func(c v1.Capability) bool { return strings.EqualFold(string(c), "ALL") }
 	if slices.ContainsFunc(add, isAll) {
-		for _, a := range allCaps {
+		for _, a := range all {
 			set[a] = true
 		}
 	}

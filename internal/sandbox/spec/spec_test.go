@@ -740,3 +740,43 @@ spec:
 		}
 	}
 }
+
+// TestHostCaps checks that a privileged container, or one adding ALL, gets
+// only the capabilities staticlet holds: asking runc for more fails the
+// start on a host that withholds some (CAP_SYS_RESOURCE, say).
+func TestHostCaps(t *testing.T) {
+	host := CapsFromMask(1<<0 | 1<<12 | 1<<21) // CHOWN, NET_ADMIN, SYS_ADMIN
+	if want := []string{"CAP_CHOWN", "CAP_NET_ADMIN", "CAP_SYS_ADMIN"}; !slices.Equal(host, want) {
+		t.Fatalf("CapsFromMask = %v, want %v", host, want)
+	}
+	tests := []struct {
+		name string
+		sc   string
+		want []string
+	}{
+		{"privileged", "privileged: true", host},
+		{"add ALL", "capabilities: {add: [ALL]}", sortedCaps(append(slices.Clone(defaultCaps), "CAP_NET_ADMIN", "CAP_SYS_ADMIN"))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := decodePod(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: c
+    image: busybox
+    command: [sh]
+    securityContext: {`+tt.sc+`}
+`)
+			s, err := Container(p, &p.Spec.Containers[0], ContainerOptions{HostCaps: host})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sortedCaps(s.Process.Capabilities.Bounding); !slices.Equal(got, sortedCaps(tt.want)) {
+				t.Errorf("bounding = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
