@@ -19,6 +19,11 @@ spec:
   - name: a
     image: localhost/busybox:test
     command: ["sh", "-c", "hostname; exec sleep 100000"]
+    env:
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    - name: GREETING
+      value: "hello $(POD_NAME)"
   - name: b
     image: localhost/busybox:test
     command: ["sleep", "100001"]
@@ -42,6 +47,10 @@ func TestPodNamespaces(t *testing.T) {
 		ns := func(pid int, kind string) string {
 			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, kind))
 			return l
+		}
+		environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pidA))
+		if want := "GREETING=hello " + name + "-" + testNode + "\x00"; !strings.Contains(string(environ), want) {
+			t.Errorf("%s: environment %q lacks %q", name, environ, want)
 		}
 		for _, kind := range []string{"net", "ipc", "uts"} {
 			if ns(pidA, kind) != ns(pidB, kind) || ns(pidA, kind) == ns(1, kind) {

@@ -88,6 +88,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		}
 	}
 	cfg.nodeName = strings.ToLower(cfg.nodeName)
+	nodeIP := hostIP()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -96,6 +97,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Namespace:  cfg.containerdNS,
 		RootDir:    cfg.rootDir,
 		PodLogsDir: cfg.podLogsDir,
+		HostIP:     nodeIP,
 		Logger:     logger,
 	})
 	if err != nil {
@@ -112,7 +114,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Runtime:  rt,
 		Reporter: reporter{store: store, logger: logger},
 		Resync:   cfg.fileCheckFrequency,
-		HostIP:   hostIP(),
+		HostIP:   nodeIP,
 		Logger:   logger,
 	})
 	dir := watch.NewDir(watch.DirConfig{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -28,9 +29,6 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		return pod.Record{}, err
 	}
 	volumes, err := r.prepareVolumes(p, req.Sandbox.PodUID)
-	if err == nil {
-		err = prepareSubPaths(c, volumes)
-	}
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
 	}
@@ -42,7 +40,11 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		Image:       img.config,
 		CgroupsPath: cgroupsPath(r.cfg.Namespace, id),
 		Volumes:     volumes,
+		Node:        r.node,
 	})
+	if err == nil {
+		err = prepareSubPaths(c, s)
+	}
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
 	}
@@ -121,20 +123,21 @@ func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]stri
 	return out, nil
 }
 
-// prepareSubPaths creates the subdirectories c's mounts bind, as the
-// kubelet does, when they are missing.
-func prepareSubPaths(c *v1.Container, volumes map[string]string) error {
+// prepareSubPaths creates the subdirectories c's subPath mounts bind, as
+// the kubelet does, when they are missing.
+func prepareSubPaths(c *v1.Container, s *specs.Spec) error {
 	for _, vm := range c.VolumeMounts {
 		if vm.SubPath == "" && vm.SubPathExpr == "" {
 			continue
 		}
-		src, err := spec.MountSource(c, vm, volumes[vm.Name])
-		if err != nil {
-			return fmt.Errorf("volume mount %s: %w", vm.MountPath, err)
-		}
-		if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
-			if err := os.MkdirAll(src, 0o755); err != nil {
-				return fmt.Errorf("volume mount %s: %w", vm.MountPath, err)
+		for _, m := range s.Mounts {
+			if m.Destination != vm.MountPath {
+				continue
+			}
+			if _, err := os.Lstat(m.Source); errors.Is(err, fs.ErrNotExist) {
+				if err := os.MkdirAll(m.Source, 0o755); err != nil {
+					return fmt.Errorf("volume mount %s: %w", vm.MountPath, err)
+				}
 			}
 		}
 	}

@@ -17,12 +17,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
@@ -71,6 +74,8 @@ type Config struct {
 	PauseArgs []string
 	// Snapshotter unpacks images; default overlayfs.
 	Snapshotter string
+	// HostIP is the node's address, for the environment of containers.
+	HostIP string
 	// CallTimeout bounds each containerd call; default 30s.
 	CallTimeout time.Duration
 	// Logger receives what is worth knowing and not an error of a call.
@@ -86,6 +91,8 @@ type Runtime struct {
 	// caps are the capabilities staticlet holds, the most a container can
 	// be given.
 	caps []string
+	// node is what containers' environments may refer to.
+	node spec.NodeFacts
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.
@@ -123,7 +130,25 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps}, nil
+	node, err := nodeFacts(cfg.HostIP)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps, node: node}, nil
+}
+
+// nodeFacts reads the node's capacity: what a resource limit that is not
+// set comes to in a container's environment.
+func nodeFacts(hostIP string) (spec.NodeFacts, error) {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return spec.NodeFacts{}, fmt.Errorf("reading the node's memory: %w", err)
+	}
+	return spec.NodeFacts{
+		HostIP: hostIP,
+		CPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
+		Memory: *resource.NewQuantity(int64(si.Totalram)*int64(si.Unit), resource.BinarySI),
+	}, nil
 }
 
 // boundingSet names the capabilities in staticlet's own bounding set.

@@ -149,6 +149,8 @@ func CapsFromMask(mask uint64) []string {
 
 // ContainerOptions are the host-side facts a container spec needs.
 type ContainerOptions struct {
+	// Node is what the container's environment may refer to on the node.
+	Node NodeFacts
 	// HostCaps are the capabilities staticlet holds and so can grant, which
 	// a privileged container or one adding ALL gets; nil means every one
 	// this build knows.
@@ -172,12 +174,19 @@ type ContainerOptions struct {
 func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, error) {
 	s := base()
 	s.Root = &specs.Root{Path: "rootfs"}
-	args := processArgs(c, o.Image)
+	vars, vals, err := resolveEnv(p, c, o.Node)
+	if err != nil {
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	}
+	// Command and args see the container's variables, not the image's.
+	expanded := *c
+	expanded.Command, expanded.Args = expandAll(c.Command, vals), expandAll(c.Args, vals)
+	args := processArgs(&expanded, o.Image)
 	if len(args) == 0 {
 		return nil, fmt.Errorf("container %q: no command: neither the manifest nor the image sets one", c.Name)
 	}
 	s.Process.Args = args
-	s.Process.Env = env(o.Image.Env, c.Env)
+	s.Process.Env = env(o.Image.Env, vars)
 	s.Process.Cwd = "/"
 	if o.Image.WorkingDir != "" {
 		s.Process.Cwd = o.Image.WorkingDir
@@ -194,7 +203,7 @@ func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, er
 	applySecurity(s, c, o.HostCaps)
 
 	s.Linux.Namespaces = containerNamespaces(p, o.Namespaces, o.SandboxPID)
-	mounts, err := volumeMounts(c, o.Volumes)
+	mounts, err := volumeMounts(c, o.Volumes, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -420,14 +429,14 @@ func containerNamespaces(p *pod.Pod, pinned map[specs.LinuxNamespaceType]string,
 
 // volumeMounts binds each of the container's volume mounts from the host
 // path its volume resolved to.
-func volumeMounts(c *v1.Container, volumes map[string]string) ([]specs.Mount, error) {
+func volumeMounts(c *v1.Container, volumes map[string]string, vals map[string]string) ([]specs.Mount, error) {
 	var out []specs.Mount
 	for i, vm := range c.VolumeMounts {
 		src, ok := volumes[vm.Name]
 		if !ok {
 			return nil, fmt.Errorf("container %q: volumeMounts[%d]: volume %q has no host path", c.Name, i, vm.Name)
 		}
-		src, err := MountSource(c, vm, src)
+		src, err := mountSource(vm, src, vals)
 		if err != nil {
 			return nil, fmt.Errorf("container %q: volumeMounts[%d]: %w", c.Name, i, err)
 		}
@@ -442,12 +451,13 @@ func volumeMounts(c *v1.Container, volumes map[string]string) ([]specs.Mount, er
 	return out, nil
 }
 
-// MountSource is the host path a volume mount binds: the volume's path, or
-// the subPath (or the expanded subPathExpr) inside it.
-func MountSource(c *v1.Container, vm v1.VolumeMount, volumePath string) (string, error) {
+// mountSource is the host path a volume mount binds: the volume's path, or
+// the subPath (or the subPathExpr expanded with the container's variables)
+// inside it.
+func mountSource(vm v1.VolumeMount, volumePath string, vals map[string]string) (string, error) {
 	sub := vm.SubPath
 	if vm.SubPathExpr != "" {
-		sub = expand(vm.SubPathExpr, c.Env)
+		sub = expand(vm.SubPathExpr, vals)
 	}
 	if sub == "" {
 		return volumePath, nil
@@ -456,46 +466,6 @@ func MountSource(c *v1.Container, vm v1.VolumeMount, volumePath string) (string,
 		return "", fmt.Errorf("subPath %q must be relative and stay inside its volume", sub)
 	}
 	return filepath.Join(volumePath, sub), nil
-}
-
-// expand replaces $(NAME) in s with the value of the container's variable
-// NAME, as the kubelet does: $$ escapes a $, and a reference to an unknown
-// variable is left as written.
-func expand(s string, env []v1.EnvVar) string {
-	vals := map[string]string{}
-	for _, e := range env {
-		if e.ValueFrom == nil {
-			vals[e.Name] = e.Value
-		}
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vals[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
 }
 
 // base is the spec every sandbox and container starts from.

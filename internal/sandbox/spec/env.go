@@ -1,0 +1,178 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// NodeFacts are what the environment of a container may refer to beyond
+// its pod: the node's address and capacity (what a resource limit that is
+// not set comes to, as with the kubelet).
+type NodeFacts struct {
+	HostIP string
+	CPU    resource.Quantity
+	Memory resource.Quantity
+}
+
+// resolveEnv returns c's environment in order, each valueFrom resolved and
+// $(VAR) references to variables defined before it expanded, as the kubelet
+// does.
+func resolveEnv(p *pod.Pod, c *v1.Container, node NodeFacts) ([]v1.EnvVar, map[string]string, error) {
+	vals := make(map[string]string, len(c.Env))
+	out := make([]v1.EnvVar, 0, len(c.Env))
+	for i, e := range c.Env {
+		v := expand(e.Value, vals)
+		if e.ValueFrom != nil {
+			var err error
+			if v, err = valueFrom(p, c, e.ValueFrom, node); err != nil {
+				return nil, nil, fmt.Errorf("env[%d] %s: %w", i, e.Name, err)
+			}
+		}
+		vals[e.Name] = v
+		out = append(out, v1.EnvVar{Name: e.Name, Value: v})
+	}
+	return out, vals, nil
+}
+
+// valueFrom resolves a variable's source.
+func valueFrom(p *pod.Pod, c *v1.Container, src *v1.EnvVarSource, node NodeFacts) (string, error) {
+	switch {
+	case src.FieldRef != nil:
+		return fieldValue(p, src.FieldRef.FieldPath, node)
+	case src.ResourceFieldRef != nil:
+		return resourceValue(p, c, src.ResourceFieldRef, node)
+	}
+	// Validation refuses the sources that need an apiserver.
+	return "", fmt.Errorf("unsupported value source")
+}
+
+// fieldValue is the downward API's value of a pod field.
+func fieldValue(p *pod.Pod, path string, node NodeFacts) (string, error) {
+	podIP := ""
+	if p.Spec.HostNetwork {
+		podIP = node.HostIP
+	}
+	switch path {
+	case "metadata.name":
+		return p.Name, nil
+	case "metadata.namespace":
+		return p.Namespace, nil
+	case "metadata.uid":
+		return string(p.UID), nil
+	case "spec.nodeName":
+		return p.Spec.NodeName, nil
+	case "spec.serviceAccountName":
+		return p.Spec.ServiceAccountName, nil
+	case "status.hostIP", "status.hostIPs":
+		return node.HostIP, nil
+	case "status.podIP", "status.podIPs":
+		return podIP, nil
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.labels": p.Labels, "metadata.annotations": p.Annotations} {
+		if key, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(key, "']") {
+			return m[strings.TrimSuffix(key, "']")], nil
+		}
+	}
+	return "", fmt.Errorf("field %q is not supported", path)
+}
+
+// resourceValue is a container's request or limit in units of the divisor,
+// rounded up; a limit not set is the node's capacity.
+func resourceValue(p *pod.Pod, c *v1.Container, ref *v1.ResourceFieldSelector, node NodeFacts) (string, error) {
+	if ref.ContainerName != "" && ref.ContainerName != c.Name {
+		c = findContainer(p, ref.ContainerName)
+		if c == nil {
+			return "", fmt.Errorf("no container %q in the pod", ref.ContainerName)
+		}
+	}
+	kind, name, ok := strings.Cut(ref.Resource, ".")
+	if !ok || (kind != "limits" && kind != "requests") {
+		return "", fmt.Errorf("resource %q is not supported", ref.Resource)
+	}
+	list := c.Resources.Limits
+	if kind == "requests" {
+		list = c.Resources.Requests
+	}
+	q, set := list[v1.ResourceName(name)]
+	if !set && kind == "limits" {
+		switch v1.ResourceName(name) {
+		case v1.ResourceCPU:
+			q = node.CPU
+		case v1.ResourceMemory:
+			q = node.Memory
+		}
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if v1.ResourceName(name) == v1.ResourceCPU {
+		return fmt.Sprint(int64(math.Ceil(float64(q.MilliValue()) / float64(divisor.MilliValue())))), nil
+	}
+	return fmt.Sprint(int64(math.Ceil(float64(q.Value()) / float64(divisor.Value())))), nil
+}
+
+func findContainer(p *pod.Pod, name string) *v1.Container {
+	for _, list := range [][]v1.Container{p.Spec.Containers, p.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// expand replaces $(NAME) in s with vals[NAME], as the kubelet does: $$
+// escapes a $, and a reference to an unknown variable is left as written.
+func expand(s string, vals map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vals[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// expandAll expands every string of list.
+func expandAll(list []string, vals map[string]string) []string {
+	if list == nil {
+		return nil
+	}
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = expand(s, vals)
+	}
+	return out
+}
