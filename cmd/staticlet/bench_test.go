@@ -118,7 +118,10 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { os.RemoveAll(dir) }) // after containerd has stopped
+	b.Cleanup(func() { // after containerd has stopped
+		_ = ctrdtest.UnmountUnder(dir) // namespaces pinned by the killed staticlet
+		os.RemoveAll(dir)
+	})
 	ctrd := ctrdtest.Start(b)
 	if p := os.Getenv("STATICLET_BENCH_LOG"); p != "" {
 		b.Cleanup(func() { copyFile(b, ctrd.LogPath, p+".containerd") }) // before containerd stops

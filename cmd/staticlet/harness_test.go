@@ -81,7 +81,13 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		// A staticlet killed by the test leaves its pods' namespaces pinned.
+		if err := ctrdtest.UnmountUnder(dir); err != nil {
+			t.Errorf("unmounting under %s: %v", dir, err)
+		}
+		os.RemoveAll(dir)
+	})
 	e := &env{
 		t: t, ctrd: ctrd, client: ctrd.Client(t), dir: dir,
 		manifest: filepath.Join(dir, "manifests"),

@@ -49,7 +49,7 @@ func (e *Env) Stop(ctx context.Context) error {
 	errs = append(errs, reapZombies(func(p proc) bool {
 		return strings.HasPrefix(p.comm, "containerd-shim") || slices.Contains(killed, p.pid)
 	}))
-	errs = append(errs, unmountUnder(e.Dir))
+	errs = append(errs, UnmountUnder(e.Dir))
 	if err := os.RemoveAll(e.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("removing %s: %w", e.Dir, err))
 	}
@@ -385,8 +385,10 @@ func waitGone(pid int, timeout time.Duration) error {
 	}
 }
 
-// unmountUnder lazily unmounts every mount point under dir, deepest first.
-func unmountUnder(dir string) error {
+// UnmountUnder lazily unmounts every mount point under dir, deepest first.
+// Tests use it for what they leave under their own directories, such as
+// the namespaces a killed staticlet had pinned.
+func UnmountUnder(dir string) error {
 	points, err := mountPointsUnder(dir)
 	if err != nil {
 		return err
