@@ -35,6 +35,7 @@ type runConfig struct {
 	statusGroup        string
 	podLogsDir         string
 	nodeName           string
+	resolvConf         string
 	logLevel           string
 }
 
@@ -62,6 +63,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.statusGroup, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
 	f.StringVar(&cfg.podLogsDir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
 	f.StringVar(&cfg.nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
+	f.StringVar(&cfg.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
 	f.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
@@ -98,6 +100,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		RootDir:    cfg.rootDir,
 		PodLogsDir: cfg.podLogsDir,
 		HostIP:     nodeIP,
+		ResolvConf: cfg.resolvConf,
 		Logger:     logger,
 	})
 	if err != nil {

@@ -40,6 +40,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		Image:       img.config,
 		CgroupsPath: cgroupsPath(r.cfg.Namespace, id),
 		Volumes:     volumes,
+		EtcFiles:    r.etcFiles(req.Sandbox.PodUID),
 		Node:        r.node,
 	})
 	if err == nil {

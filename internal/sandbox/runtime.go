@@ -76,6 +76,9 @@ type Config struct {
 	Snapshotter string
 	// HostIP is the node's address, for the environment of containers.
 	HostIP string
+	// ResolvConf is the host's resolver configuration, the base of pods'
+	// /etc/resolv.conf; default /etc/resolv.conf.
+	ResolvConf string
 	// CallTimeout bounds each containerd call; default 30s.
 	CallTimeout time.Duration
 	// Logger receives what is worth knowing and not an error of a call.
@@ -102,6 +105,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.Snapshotter == "" {
 		cfg.Snapshotter = "overlayfs"
+	}
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = "/etc/resolv.conf"
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 30 * time.Second

@@ -27,6 +27,9 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	if err := os.MkdirAll(r.PodDir(uid), 0o750); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the directory of pod %s: %w", p, err)
 	}
+	if err := r.writePodFiles(p); err != nil {
+		return pod.Record{}, fmt.Errorf("writing the files of pod %s: %w", p, err)
+	}
 	id := newID()
 	nsDir := r.sandboxDir(id)
 	if err := netns.Create(netns.Spec{Dir: nsDir, Kinds: pinnedKinds(p), Hostname: spec.Hostname(p)}); err != nil {

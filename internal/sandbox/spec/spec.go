@@ -167,6 +167,10 @@ type ContainerOptions struct {
 	// Volumes maps each of the pod's volume names to its directory or file on
 	// the host.
 	Volumes map[string]string
+	// EtcFiles maps /etc/hosts, /etc/resolv.conf and /etc/hostname to the
+	// pod's files on the host; a container that mounts a volume there keeps
+	// its volume.
+	EtcFiles map[string]string
 }
 
 // Container returns the spec of container c of pod p. The root is the
@@ -207,8 +211,23 @@ func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, er
 	if err != nil {
 		return nil, err
 	}
+	s.Mounts = append(s.Mounts, etcMounts(c, o.EtcFiles)...)
 	s.Mounts = append(s.Mounts, mounts...)
 	return s, nil
+}
+
+// etcMounts binds the pod's /etc files, sorted by path, except where the
+// container mounts a volume of its own.
+func etcMounts(c *v1.Container, files map[string]string) []specs.Mount {
+	var out []specs.Mount
+	for _, dst := range []string{"/etc/hostname", "/etc/hosts", "/etc/resolv.conf"} {
+		src, ok := files[dst]
+		if !ok || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.MountPath == dst }) {
+			continue
+		}
+		out = append(out, specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "rprivate", "rw"}})
+	}
+	return out
 }
 
 // processArgs applies the kubelet's rule: command replaces the image's
