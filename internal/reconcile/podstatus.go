@@ -38,28 +38,36 @@ func buildPod(in statusInput) *v1.Pod {
 		st.StartTime = &t
 	}
 	policy := p.Spec.RestartPolicy
+	var regularInits []v1.ContainerStatus // init containers that are not sidecars
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
-		st.InitContainerStatuses = append(st.InitContainerStatuses,
-			containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], initPolicy(policy), sb.ID == ""))
+		ip := initPolicy(policy)
+		if isSidecar(c) {
+			ip = v1.RestartPolicyAlways
+		}
+		cs := containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], ip, sb.ID == "")
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+		if !isSidecar(c) {
+			regularInits = append(regularInits, cs)
+		}
 	}
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
 		st.ContainerStatuses = append(st.ContainerStatuses,
 			containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], policy, sb.ID == ""))
 	}
-	initialized := initializedFrom(st.InitContainerStatuses, st.ContainerStatuses)
+	initialized := initializedFrom(p.Spec.InitContainers, st.InitContainerStatuses, st.ContainerStatuses)
 	if initialized {
 		// App containers run only after every init container succeeded; one
 		// whose record is gone (removed while staticlet was stopped, say)
 		// completed.
 		for i := range st.InitContainerStatuses {
-			if cs := &st.InitContainerStatuses[i]; cs.ContainerID == "" {
+			if cs := &st.InitContainerStatuses[i]; cs.ContainerID == "" && !isSidecar(&p.Spec.InitContainers[i]) {
 				cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: "Completed"}}
 			}
 		}
 	}
-	st.Phase = phase(policy, initialized, st.InitContainerStatuses, st.ContainerStatuses)
+	st.Phase = phase(policy, initialized, regularInits, st.ContainerStatuses)
 	ready := st.Phase == v1.PodRunning
 	for _, cs := range st.ContainerStatuses {
 		ready = ready && cs.Ready
@@ -143,16 +151,20 @@ func terminated(r pod.Record) *v1.ContainerStateTerminated {
 	}
 }
 
-// initializedFrom tells whether every init container succeeded, or app
-// containers have already been started.
-func initializedFrom(inits, apps []v1.ContainerStatus) bool {
+// initializedFrom tells whether every init container succeeded (a sidecar:
+// runs), or app containers have already been started.
+func initializedFrom(inits []v1.Container, initStatuses, apps []v1.ContainerStatus) bool {
 	for _, cs := range apps {
 		if cs.ContainerID != "" {
 			return true
 		}
 	}
-	for _, cs := range inits {
-		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+	for i, cs := range initStatuses {
+		if isSidecar(&inits[i]) {
+			if cs.State.Running == nil {
+				return false
+			}
+		} else if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
 			return false
 		}
 	}

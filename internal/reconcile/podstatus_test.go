@@ -38,7 +38,8 @@ type podSpec struct {
 	label    string            // a value for label "v", to change the sandbox hash
 	hostNet  bool
 	sharePID bool
-	resource string // a resources: block for every container, indented for it
+	sidecars map[string]bool // init containers that restart Always
+	resource string          // a resources: block for every container, indented for it
 }
 
 // mkPod builds a test pod from s through pod.Decode.
@@ -82,6 +83,9 @@ func mkPod(t *testing.T, s podSpec) *pod.Pod {
 				image = im
 			}
 			fmt.Fprintf(&b, "  - name: %s\n    image: %s\n", n, image)
+			if s.sidecars[n] {
+				b.WriteString("    restartPolicy: Always\n")
+			}
 			if s.resource != "" {
 				b.WriteString(s.resource)
 			}
@@ -555,20 +559,26 @@ func TestInitializedFrom(t *testing.T) {
 	fresh := v1.ContainerStatus{}
 	started := v1.ContainerStatus{ContainerID: "containerd://x"}
 	cs := func(s ...v1.ContainerStatus) []v1.ContainerStatus { return s }
+	always := v1.ContainerRestartPolicyAlways
+	regular, sidecar := v1.Container{}, v1.Container{RestartPolicy: &always}
+	specs := func(c ...v1.Container) []v1.Container { return c }
 	tests := []struct {
 		name        string
+		specs       []v1.Container
 		inits, apps []v1.ContainerStatus
 		want        bool
 	}{
-		{"no init containers", nil, cs(fresh), true},
-		{"all succeeded", cs(ok, ok), cs(fresh), true},
-		{"one running", cs(ok, run), cs(fresh), false},
-		{"one failed", cs(bad), cs(fresh), false},
-		{"not started", cs(fresh), cs(fresh), false},
-		{"app containers started", cs(fresh), cs(started), true},
+		{"no init containers", nil, nil, cs(fresh), true},
+		{"all succeeded", specs(regular, regular), cs(ok, ok), cs(fresh), true},
+		{"one running", specs(regular, regular), cs(ok, run), cs(fresh), false},
+		{"one failed", specs(regular), cs(bad), cs(fresh), false},
+		{"not started", specs(regular), cs(fresh), cs(fresh), false},
+		{"app containers started", specs(regular), cs(fresh), cs(started), true},
+		{"sidecar running", specs(sidecar, regular), cs(run, ok), cs(fresh), true},
+		{"sidecar exited", specs(sidecar, regular), cs(ok, ok), cs(fresh), false},
 	}
 	for _, tt := range tests {
-		if got := initializedFrom(tt.inits, tt.apps); got != tt.want {
+		if got := initializedFrom(tt.specs, tt.inits, tt.apps); got != tt.want {
 			t.Errorf("initializedFrom(%s) = %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -782,3 +782,75 @@ func TestRunSharedPIDStartsSandboxFirst(t *testing.T) {
 		}
 	})
 }
+
+// TestRunSidecars checks restartable init containers: started in order with
+// the others and left running, restarted whenever they exit, stopped after
+// the app containers when the pod goes.
+func TestRunSidecars(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{inits: []string{"proxy", "setup"}, apps: []string{"a"}, sidecars: map[string]bool{"proxy": true}, grace: 5})
+		h := newHarness(t, Config{})
+		h.set(p)
+		h.sleep(time.Minute)
+		// The sidecar runs on while the next init container starts.
+		h.wantOps(0, "create sb-1", "start init proxy#0", "start init setup#0")
+		m := h.mark()
+		h.exit(h.rt.newest(t, p.Key(), "setup").ID, 0)
+		h.sleep(time.Minute)
+		h.wantOps(m, "start app a#0")
+		st := h.status(p)
+		if st.Status.Phase != v1.PodRunning || st.Status.Conditions[1].Status != v1.ConditionTrue {
+			t.Errorf("phase %s, initialized %s; want Running, True", st.Status.Phase, st.Status.Conditions[1].Status)
+		}
+		if cs := containerStatusOf(t, st, "proxy"); cs.State.Running == nil {
+			t.Errorf("sidecar: %s, want running", stateString(cs.State))
+		}
+
+		// A sidecar that exits is restarted, even with exit 0.
+		m = h.mark()
+		h.exit(h.rt.newest(t, p.Key(), "proxy").ID, 0)
+		h.sleep(time.Minute)
+		h.wantOps(m, "start init proxy#1")
+
+		// Removal stops the app before its sidecar.
+		appID, proxyID := h.rt.newest(t, p.Key(), "a").ID, h.rt.newest(t, p.Key(), "proxy").ID
+		m = h.mark()
+		h.set()
+		h.sleep(time.Minute)
+		var order []string
+		for _, c := range h.since(m, "stop") {
+			order = append(order, c.String())
+		}
+		app, proxy := -1, -1
+		for i, o := range order {
+			switch {
+			case strings.Contains(o, appID):
+				app = i
+			case strings.Contains(o, proxyID):
+				proxy = i
+			}
+		}
+		if app < 0 || proxy < 0 || app > proxy {
+			t.Errorf("stops %v: want the app's before the sidecar's", order)
+		}
+	})
+}
+
+// TestRunSidecarStoppedWhenPodCompletes checks that a pod whose app
+// containers are done stops its sidecars, then its sandbox.
+func TestRunSidecarStoppedWhenPodCompletes(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{policy: v1.RestartPolicyNever, inits: []string{"proxy"}, apps: []string{"a"}, sidecars: map[string]bool{"proxy": true}})
+		h := newHarness(t, Config{})
+		h.set(p)
+		h.sleep(time.Minute)
+		m := h.mark()
+		h.exit(h.rt.newest(t, p.Key(), "a").ID, 0)
+		h.sleep(time.Minute)
+		proxy, sb := h.rt.newest(t, p.Key(), "proxy"), h.rt.newest(t, p.Key(), "")
+		h.wantOps(m, "stop "+proxy.ID+" 30s", "stop "+sb.ID+" 2s")
+		if st := h.status(p); st.Status.Phase != v1.PodSucceeded {
+			t.Errorf("phase %s, want Succeeded", st.Status.Phase)
+		}
+	})
+}

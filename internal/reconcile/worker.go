@@ -181,8 +181,9 @@ func (w *worker) remove(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// terminate stops the containers among recs in parallel, each with grace,
-// then their sandboxes, and removes them all. It returns when every process
+// terminate stops the containers among recs, each with grace: the app
+// containers, then the init containers (sidecars outlive the app they
+// serve), then the sandboxes; and removes them all. It returns when every process
 // is gone, so a replacement never overlaps with what it replaces.
 func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Duration) error {
 	var (
@@ -202,23 +203,25 @@ func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Du
 			mu.Unlock()
 		}
 	}
-	for _, r := range recs {
-		if r.Kind != pod.KindSandbox {
-			if r.State == pod.TaskRunning {
+	// App containers first, then init containers (sidecars, which serve
+	// the app until it is gone), then the sandboxes, each group in parallel.
+	for _, kind := range []pod.ContainerKind{pod.KindApp, pod.KindInit, pod.KindSandbox} {
+		g := grace
+		if kind == pod.KindSandbox {
+			g = sandboxGrace
+		}
+		for _, r := range recs {
+			if r.Kind != kind {
+				continue
+			}
+			if r.State == pod.TaskRunning && kind != pod.KindSandbox {
 				w.event(r.Name, pod.EventNormal, "Killing", fmt.Sprintf("Stopping container %s", r.Name))
 			}
 			wg.Add(1)
-			go stop(r, grace)
+			go stop(r, g)
 		}
+		wg.Wait()
 	}
-	wg.Wait()
-	for _, r := range recs {
-		if r.Kind == pod.KindSandbox {
-			wg.Add(1)
-			go stop(r, sandboxGrace)
-		}
-	}
-	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -351,7 +354,8 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 		}
 	}
 	var errs []error
-	do := func(c *v1.Container, kind pod.ContainerKind, st step) {
+	// do takes step st for c and tells whether c runs as asked afterwards.
+	do := func(c *v1.Container, kind pod.ContainerKind, st step) bool {
 		err := w.apply(ctx, p, sb, c, kind, st)
 		var rl *retryLater
 		switch {
@@ -361,43 +365,60 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 		case err != nil:
 			errs = append(errs, err)
 		}
+		return err == nil
 	}
-	initDone := w.initDone(p, sb, v)
-	if !initDone {
+	// keep decides and takes the next step for c under policy.
+	keep := func(c *v1.Container, kind pod.ContainerKind, policy v1.RestartPolicy) bool {
+		st := decideContainer(c, v.in(sb.ID, c.Name), policy, w.backoff, w.streak(c.Name), now)
+		if st.kind == stepWait {
+			later(st.until)
+			w.waitingBackOff(p, c.Name, st.until, now)
+			return false
+		}
+		return do(c, kind, st)
+	}
+	terminal := w.terminal(p, v, sb.ID)
+	if !w.initDone(p, sb, v) {
+		// Init containers one at a time, in order; a sidecar (an init
+		// container that restarts Always) is started and left running.
 		for i := range p.Spec.InitContainers {
 			c := &p.Spec.InitContainers[i]
 			recs := v.in(sb.ID, c.Name)
-			if len(recs) > 0 && recs[0].State == pod.TaskExited && recs[0].ExitCode == 0 && recs[0].Hash == pod.ContainerHash(c) {
+			current := len(recs) > 0 && recs[0].Hash == pod.ContainerHash(c)
+			if isSidecar(c) {
+				if current && recs[0].State == pod.TaskRunning {
+					continue
+				}
+				if keep(c, pod.KindInit, v1.RestartPolicyAlways) {
+					continue
+				}
+				break
+			}
+			if current && recs[0].State == pod.TaskExited && recs[0].ExitCode == 0 {
 				continue // done
 			}
-			st := decideContainer(c, recs, initPolicy(p.Spec.RestartPolicy), w.backoff, w.streak(c.Name), now)
-			if st.kind == stepWait {
-				later(st.until)
-				w.waitingBackOff(p, c.Name, st.until, now)
-			} else {
-				do(c, pod.KindInit, st)
-			}
-			break // one init container at a time
+			keep(c, pod.KindInit, initPolicy(p.Spec.RestartPolicy))
+			break
 		}
-	} else {
-		for i := range p.Spec.Containers {
-			c := &p.Spec.Containers[i]
-			st := decideContainer(c, v.in(sb.ID, c.Name), p.Spec.RestartPolicy, w.backoff, w.streak(c.Name), now)
-			if st.kind == stepWait {
-				later(st.until)
-				w.waitingBackOff(p, c.Name, st.until, now)
-				continue
+	} else if !terminal {
+		for i := range p.Spec.InitContainers {
+			if c := &p.Spec.InitContainers[i]; isSidecar(c) {
+				keep(c, pod.KindInit, v1.RestartPolicyAlways)
 			}
-			do(c, pod.KindApp, st)
+		}
+		for i := range p.Spec.Containers {
+			keep(&p.Spec.Containers[i], pod.KindApp, p.Spec.RestartPolicy)
 		}
 	}
 	if err := w.removeUnwanted(ctx, p, sb, v); err != nil {
 		errs = append(errs, err)
 	}
-	if w.terminal(p, v, sb.ID) && !w.termSent {
-		// Nothing will run in this pod again: let the sandbox go, keep the
-		// exited containers for their status.
-		if err := w.rt.StopContainer(ctx, sb.ID, sandboxGrace); err != nil {
+	if terminal && !w.termSent {
+		// Nothing will run in this pod again: stop its sidecars, then let
+		// the sandbox go; keep the exited containers for their status.
+		if err := w.stopSidecars(ctx, p, sb, v); err != nil {
+			errs = append(errs, err)
+		} else if err := w.rt.StopContainer(ctx, sb.ID, sandboxGrace); err != nil {
 			errs = append(errs, err)
 		} else {
 			w.termSent = true
@@ -411,8 +432,8 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 }
 
 // initDone tells whether the pod's init containers have all succeeded in
-// sandbox sb. A sandbox with app containers was initialised, even if the
-// init containers' records are gone.
+// sandbox sb, sidecars counting once running. A sandbox with app containers
+// was initialised, even if the init containers' records are gone.
 func (w *worker) initDone(p *pod.Pod, sb pod.Record, v view) bool {
 	for i := range p.Spec.Containers {
 		if len(v.in(sb.ID, p.Spec.Containers[i].Name)) > 0 {
@@ -420,12 +441,39 @@ func (w *worker) initDone(p *pod.Pod, sb pod.Record, v view) bool {
 		}
 	}
 	for i := range p.Spec.InitContainers {
-		recs := v.in(sb.ID, p.Spec.InitContainers[i].Name)
-		if len(recs) == 0 || recs[0].State != pod.TaskExited || recs[0].ExitCode != 0 {
+		c := &p.Spec.InitContainers[i]
+		recs := v.in(sb.ID, c.Name)
+		switch {
+		case len(recs) == 0:
+			return false
+		case isSidecar(c) && recs[0].State != pod.TaskRunning:
+			return false
+		case !isSidecar(c) && (recs[0].State != pod.TaskExited || recs[0].ExitCode != 0):
 			return false
 		}
 	}
 	return true
+}
+
+// isSidecar tells whether init container c is a sidecar: started in order
+// with the other init containers, then kept running beside the app.
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// stopSidecars stops the running sidecars of a pod whose app containers
+// are done, in reverse order, as the kubelet does.
+func (w *worker) stopSidecars(ctx context.Context, p *pod.Pod, sb pod.Record, v view) error {
+	for i := len(p.Spec.InitContainers) - 1; i >= 0; i-- {
+		c := &p.Spec.InitContainers[i]
+		if r := v.latest(sb.ID, c.Name); r != nil && isSidecar(c) && r.State == pod.TaskRunning {
+			w.event(c.Name, pod.EventNormal, "Killing", fmt.Sprintf("Stopping container %s", c.Name))
+			if err := w.rt.StopContainer(ctx, r.ID, w.grace()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // terminal tells whether nothing in the pod will run again: every app
@@ -434,7 +482,7 @@ func (w *worker) initDone(p *pod.Pod, sb pod.Record, v view) bool {
 func (w *worker) terminal(p *pod.Pod, v view, sb string) bool {
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
-		if recs := v.latest(sb, c.Name); recs != nil && recs.State == pod.TaskExited && recs.ExitCode != 0 &&
+		if recs := v.latest(sb, c.Name); !isSidecar(c) && recs != nil && recs.State == pod.TaskExited && recs.ExitCode != 0 &&
 			p.Spec.RestartPolicy == v1.RestartPolicyNever {
 			return true
 		}
