@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/sandbox"
 )
 
@@ -19,6 +20,10 @@ func main() {
 	// The pause sandbox runs this binary; it must not touch cobra or flags.
 	if len(os.Args) == 2 && os.Args[1] == "pause" {
 		os.Exit(sandbox.Pause())
+	}
+	// So does the log driver the shim runs for every container.
+	if logs.IsDriver(os.Args[1:]) {
+		os.Exit(logs.RunDriver(os.Args[1:]))
 	}
 	if err := rootCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -51,7 +56,7 @@ keeps them running, and reports their status on a local socket and to systemd.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), getCommand(), describeCommand(), validateCommand(), versionCommand())
+	root.AddCommand(runCommand(), getCommand(), describeCommand(), logsCommand(), validateCommand(), versionCommand())
 	return root
 }
 

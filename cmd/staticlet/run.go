@@ -34,8 +34,11 @@ type runConfig struct {
 	statusSocket       string
 	statusGroup        string
 	podLogsDir         string
+	logMaxSize         string
+	logMaxFiles        int
 	nodeName           string
 	resolvConf         string
+	unsafeSysctls      []string
 	logLevel           string
 }
 
@@ -62,8 +65,11 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.statusSocket, "status-socket", defaultStatusSocket, "unix socket serving the status API")
 	f.StringVar(&cfg.statusGroup, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
 	f.StringVar(&cfg.podLogsDir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
+	f.StringVar(&cfg.logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
+	f.IntVar(&cfg.logMaxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2)")
 	f.StringVar(&cfg.nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
 	f.StringVar(&cfg.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
+	f.StringSliceVar(&cfg.unsafeSysctls, "allowed-unsafe-sysctls", nil, "sysctls outside the safe set that pods may set (patterns like 'kernel.msg*' allowed)")
 	f.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
@@ -94,14 +100,20 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
+	logDriverArgs, err := logDriver(cfg.logMaxSize, cfg.logMaxFiles)
+	if err != nil {
+		return err
+	}
 	rt, err := sandbox.New(ctx, sandbox.Config{
-		Address:    strings.TrimPrefix(cfg.containerdAddress, "unix://"),
-		Namespace:  cfg.containerdNS,
-		RootDir:    cfg.rootDir,
-		PodLogsDir: cfg.podLogsDir,
-		HostIP:     nodeIP,
-		ResolvConf: cfg.resolvConf,
-		Logger:     logger,
+		Address:              strings.TrimPrefix(cfg.containerdAddress, "unix://"),
+		Namespace:            cfg.containerdNS,
+		RootDir:              cfg.rootDir,
+		PodLogsDir:           cfg.podLogsDir,
+		LogDriverArgs:        logDriverArgs,
+		HostIP:               nodeIP,
+		ResolvConf:           cfg.resolvConf,
+		AllowedUnsafeSysctls: cfg.unsafeSysctls,
+		Logger:               logger,
 	})
 	if err != nil {
 		return err
@@ -143,6 +155,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 			}
 			return rt.Ping(ctx)
 		},
+		Logs:   logOpener(store, cfg.podLogsDir),
 		Logger: logger,
 	})
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})

@@ -93,9 +93,16 @@ func (e *Env) deleteAll(ctx context.Context) error {
 
 // deleteContainer deletes c's task, killing its processes first, then c and
 // its snapshot.
-func deleteContainer(ctx context.Context, c client.Container) error {
+func deleteContainer(ctx context.Context, c client.Container) (err error) {
 	taskCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
+	if s, serr := c.Spec(taskCtx); serr == nil && s.Linux != nil {
+		defer func() {
+			if err == nil {
+				removePodCgroup(s.Linux.CgroupsPath)
+			}
+		}()
+	}
 	task, err := c.Task(taskCtx, nil)
 	switch {
 	case errdefs.IsNotFound(err):
@@ -117,6 +124,22 @@ func deleteContainer(ctx context.Context, c client.Container) error {
 		return err
 	}
 	return nil
+}
+
+// removePodCgroup removes, once empty, the pod cgroup (a parent named
+// pod<uid>) a container's cgroup was in, from every hierarchy: runc
+// removes only the container's own, and a test that leaves its pods
+// running when it ends would leave the staticlet pod cgroups behind. A pod
+// cgroup still in use stays (rmdir fails on it).
+func removePodCgroup(cgroupsPath string) {
+	parent := filepath.Dir(cgroupsPath)
+	if !strings.HasPrefix(filepath.Base(parent), "pod") {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", parent))
+	for _, dir := range append(dirs, filepath.Join("/sys/fs/cgroup", parent)) {
+		_ = os.Remove(dir)
+	}
 }
 
 // exitedEarly reports whether the daemon has already exited.

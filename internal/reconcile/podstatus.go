@@ -24,7 +24,7 @@ type statusInput struct {
 func buildPod(in statusInput) *v1.Pod {
 	p := in.pod.DeepCopy()
 	sb := in.sandbox
-	st := v1.PodStatus{QOSClass: qosClass(&p.Spec)}
+	st := v1.PodStatus{QOSClass: pod.QOSClass(&p.Spec)}
 	if in.hostIP != "" {
 		st.HostIP = in.hostIP
 		st.HostIPs = []v1.HostIP{{IP: in.hostIP}}
@@ -218,33 +218,4 @@ func phase(policy v1.RestartPolicy, initialized bool, inits, apps []v1.Container
 		}
 	}
 	return v1.PodPending
-}
-
-// qosClass is the pod's quality-of-service class as Kubernetes defines it.
-func qosClass(spec *v1.PodSpec) v1.PodQOSClass {
-	all := append(append([]v1.Container(nil), spec.InitContainers...), spec.Containers...)
-	anySet, guaranteed := false, true
-	for _, c := range all {
-		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			// Zero quantities count as unset, as in Kubernetes.
-			hasReq = hasReq && !req.IsZero()
-			hasLim = hasLim && !lim.IsZero()
-			if hasReq || hasLim {
-				anySet = true
-			}
-			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !anySet:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	default:
-		return v1.PodQOSBurstable
-	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -32,16 +34,35 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
 	}
+	sysctls, err := spec.Sysctls(p, r.unsafeSysctlAllowed)
+	if err != nil {
+		return pod.Record{}, &pod.WaitingError{Reason: "SysctlForbidden", Err: err}
+	}
+	seccompJSON, err := r.localhostSeccomp(p, c)
+	if err != nil {
+		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
+	}
+	// The container's cgroup is in its sandbox's pod cgroup, whose limits
+	// follow the pod's containers as they are now. Lowering them can fail
+	// (below what the pod uses, or what a running container is allowed),
+	// which need not stop this container.
+	podCgroup, err := r.ensurePodCgroup(p, req.Sandbox.PodUID)
+	if err != nil {
+		r.cfg.Logger.Warn("updating the limits of a pod's cgroup", "pod", p.String(), "err", err)
+	}
 	id := newID()
 	s, err := spec.Container(p, c, spec.ContainerOptions{
-		HostCaps:    r.caps,
-		Namespaces:  r.pinnedPaths(req.Sandbox.ID, p),
-		SandboxPID:  req.Sandbox.Pid,
-		Image:       img.config,
-		CgroupsPath: cgroupsPath(r.cfg.Namespace, id),
-		Volumes:     volumes,
-		EtcFiles:    r.etcFiles(req.Sandbox.PodUID),
-		Node:        r.node,
+		HostCaps:         r.caps,
+		Namespaces:       r.pinnedPaths(req.Sandbox.ID, p),
+		SandboxPID:       req.Sandbox.Pid,
+		Image:            img.config,
+		CgroupsPath:      path.Join(podCgroup, id),
+		Resources:        r.resources,
+		Volumes:          volumes,
+		EtcFiles:         r.etcFiles(req.Sandbox.PodUID),
+		Sysctls:          sysctls,
+		LocalhostSeccomp: seccompJSON,
+		Node:             r.node,
 	})
 	if err == nil {
 		err = prepareSubPaths(c, s)
@@ -82,7 +103,13 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 			r.undoContainer(ctx, ctr)
 		}
 	}()
-	t, err := ctr.NewTask(cctx, cio.LogFile(logPath))
+	output := cio.LogFile(logPath)
+	if r.cfg.LogDriverArgs != nil {
+		// The shim runs the driver with the container's pipes: output is
+		// written while staticlet is away, and never waits on it.
+		output = cio.BinaryIO(r.cfg.LogDriver, r.cfg.LogDriverArgs(logPath))
+	}
+	t, err := ctr.NewTask(cctx, output)
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("creating the task of container %q of pod %s: %w", c.Name, p, err)}
@@ -118,10 +145,49 @@ func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]stri
 			if err := os.Chmod(dir, 0o777); err != nil {
 				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 			}
+			// The pod's fsGroup owns it, and what is made in it (setgid).
+			if g := spec.FSGroup(p); g != nil {
+				if err := os.Chown(dir, -1, int(*g)); err != nil {
+					return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+				}
+				if err := os.Chmod(dir, 0o777|os.ModeSetgid); err != nil {
+					return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+				}
+			}
 			out[v.Name] = dir
 		}
 	}
 	return out, nil
+}
+
+// localhostSeccomp reads the Localhost seccomp profile c uses, from the
+// root dir's seccomp directory as the kubelet does; nil when c uses none.
+func (r *Runtime) localhostSeccomp(p *pod.Pod, c *v1.Container) ([]byte, error) {
+	prof := spec.SeccompProfileOf(p, c)
+	if prof == nil || prof.Type != v1.SeccompProfileTypeLocalhost || prof.LocalhostProfile == nil {
+		return nil, nil
+	}
+	dir := filepath.Join(r.cfg.RootDir, "seccomp")
+	path := filepath.Join(dir, *prof.LocalhostProfile)
+	if !strings.HasPrefix(path, dir+string(filepath.Separator)) {
+		return nil, fmt.Errorf("seccomp profile %q is outside %s", *prof.LocalhostProfile, dir)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading seccomp profile: %w", err)
+	}
+	return b, nil
+}
+
+// unsafeSysctlAllowed tells whether --allowed-unsafe-sysctls lets pods set
+// name; a pattern ending in * matches a prefix.
+func (r *Runtime) unsafeSysctlAllowed(name string) bool {
+	for _, pat := range r.cfg.AllowedUnsafeSysctls {
+		if prefix, ok := strings.CutSuffix(pat, "*"); ok && strings.HasPrefix(name, prefix) || pat == name {
+			return true
+		}
+	}
+	return false
 }
 
 // prepareSubPaths creates the subdirectories c's subPath mounts bind, as

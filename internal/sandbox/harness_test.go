@@ -179,6 +179,13 @@ func (h *harness) sandbox(p *pod.Pod) pod.Record {
 // when the test ends.
 func (h *harness) createSandbox(p *pod.Pod) pod.Record {
 	h.t.Helper()
+	// The pod's cgroup goes last, after its containers (cleanups run in
+	// reverse).
+	h.t.Cleanup(func() {
+		if err := h.rt.removePodCgroups(string(p.UID)); err != nil {
+			h.t.Errorf("removing the cgroups of pod %s: %v", p, err)
+		}
+	})
 	rec, err := h.rt.CreateSandbox(h.ctx(), p)
 	if err != nil {
 		h.t.Fatalf("CreateSandbox(%s): %v", p, err)

@@ -67,6 +67,15 @@ type Config struct {
 	RootDir string
 	// PodLogsDir is where container output goes.
 	PodLogsDir string
+	// LogDriverArgs, when set, makes the runc shim write each container's
+	// output through LogDriver (containerd's binary logging): the shim
+	// runs LogDriver with LogDriverArgs(the container's log file) as its
+	// arguments and the container's stdout and stderr pipes. Nil sends the
+	// output raw to the log file (cio.LogFile).
+	LogDriverArgs func(logPath string) map[string]string
+	// LogDriver is the absolute path of the log driver program; the
+	// staticlet binary itself by default.
+	LogDriver string
 	// PauseBinary is the static program copied into the pause root and run
 	// with PauseArgs; the staticlet binary itself by default.
 	PauseBinary string
@@ -76,6 +85,9 @@ type Config struct {
 	Snapshotter string
 	// HostIP is the node's address, for the environment of containers.
 	HostIP string
+	// AllowedUnsafeSysctls are sysctls outside the safe set that pods may
+	// set; a pattern ending in * matches a prefix.
+	AllowedUnsafeSysctls []string
 	// ResolvConf is the host's resolver configuration, the base of pods'
 	// /etc/resolv.conf; default /etc/resolv.conf.
 	ResolvConf string
@@ -96,6 +108,10 @@ type Runtime struct {
 	caps []string
 	// node is what containers' environments may refer to.
 	node spec.NodeFacts
+	// cgroups are the node's cgroup hierarchies, and resources what they
+	// and staticlet's privileges let a spec ask for.
+	cgroups   cgroupHost
+	resources spec.ResourceFacts
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.
@@ -125,6 +141,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		}
 		cfg.PauseBinary = exe
 	}
+	if cfg.LogDriverArgs != nil && cfg.LogDriver == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("finding the log driver program: %w", err)
+		}
+		cfg.LogDriver = exe
+	}
+	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
+		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)
+	}
 	if err := preparePauseRoot(cfg.PauseBinary, pauseRoot(cfg.RootDir)); err != nil {
 		return nil, err
 	}
@@ -140,7 +166,15 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps, node: node}, nil
+	cgroups, err := detectCgroups()
+	if err != nil {
+		return nil, err
+	}
+	resources, err := cgroups.resourceFacts(caps)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps, node: node, cgroups: cgroups, resources: resources}, nil
 }
 
 // nodeFacts reads the node's capacity: what a resource limit that is not
@@ -209,12 +243,13 @@ func (r *Runtime) PodLogDir(namespace, name, uid string) string {
 	return filepath.Join(r.cfg.PodLogsDir, namespace+"_"+name+"_"+uid)
 }
 
-// RemovePodFiles removes a pod's state directory and logs once the pod is
-// gone.
+// RemovePodFiles removes a pod's state directory, logs and cgroups once
+// the pod is gone.
 func (r *Runtime) RemovePodFiles(namespace, name, uid string) error {
 	return errors.Join(
 		os.RemoveAll(r.PodDir(uid)),
 		os.RemoveAll(r.PodLogDir(namespace, name, uid)),
+		r.removePodCgroups(uid),
 	)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -42,11 +43,22 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 			}
 		}
 	}()
+	podCgroup, err := r.ensurePodCgroup(p, uid)
+	if err != nil {
+		return pod.Record{}, fmt.Errorf("creating the cgroup of pod %s: %w", p, err)
+	}
+	defer func() {
+		if err != nil {
+			// Best effort: a cgroup still in use by the pod stays.
+			_ = r.removePodCgroups(uid)
+		}
+	}()
 	s := spec.Sandbox(p, spec.SandboxOptions{
 		Rootfs:      pauseRoot(r.cfg.RootDir),
 		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
-		CgroupsPath: cgroupsPath(r.cfg.Namespace, id),
+		CgroupsPath: path.Join(podCgroup, id),
 		Namespaces:  r.namespacePaths(id, p),
+		Resources:   r.resources,
 	})
 	s.Annotations = map[string]string{shimGroup: id}
 	labels := podLabels(p, pod.KindSandbox)
@@ -128,9 +140,6 @@ func (r *Runtime) pinnedPaths(id string, p *pod.Pod) map[specs.LinuxNamespaceTyp
 func (r *Runtime) sandboxDir(id string) string {
 	return filepath.Join(r.cfg.RootDir, "sandboxes", id)
 }
-
-// cgroupsPath places a container's cgroup under the staticlet namespace's.
-func cgroupsPath(namespace, id string) string { return "/" + namespace + "/" + id }
 
 // undoContainer removes a container whose creation failed part way, with a
 // context that survives the caller's cancellation.

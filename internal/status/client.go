@@ -133,6 +133,9 @@ func (c *Client) Logs(ctx context.Context, podName, container string, opts LogOp
 	if opts.Previous {
 		q.Set("previous", "true")
 	}
+	if opts.Timestamps {
+		q.Set("timestamps", "true")
+	}
 	if opts.TailLines >= 0 {
 		q.Set("tailLines", strconv.FormatInt(opts.TailLines, 10))
 	}

@@ -99,7 +99,7 @@ func DescribePod(w io.Writer, p *v1.Pod, events []pod.Event, now time.Time) erro
 	d.volumes(p.Spec.Volumes)
 	qos := p.Status.QOSClass
 	if qos == "" {
-		qos = qosClass(p)
+		qos = pod.QOSClass(&p.Spec)
 	}
 	d.line(0, "QoS Class:\t%s\n", qos)
 	d.multiline("Node-Selectors", p.Spec.NodeSelector, "=", 0)
@@ -438,35 +438,4 @@ func boolString(b bool) string {
 		return "True"
 	}
 	return "False"
-}
-
-// qosClass computes the QoS class when the status does not carry it:
-// BestEffort without any request or limit, Guaranteed when every container
-// limits cpu and memory and requests (if set) equal the limits, else
-// Burstable.
-func qosClass(p *v1.Pod) v1.PodQOSClass {
-	all := append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...)
-	hasAny, guaranteed := false, true
-	for _, c := range all {
-		if len(c.Resources.Requests) > 0 || len(c.Resources.Limits) > 0 {
-			hasAny = true
-		}
-		for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
-			lim, ok := c.Resources.Limits[r]
-			if !ok || lim.IsZero() {
-				guaranteed = false
-				continue
-			}
-			if req, ok := c.Resources.Requests[r]; ok && req.Cmp(lim) != 0 {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !hasAny:
-		return v1.PodQOSBestEffort
-	case guaranteed:
-		return v1.PodQOSGuaranteed
-	}
-	return v1.PodQOSBurstable
 }

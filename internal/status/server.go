@@ -40,6 +40,8 @@ type LogOptions struct {
 	// Previous selects the log of the previous (terminated) instance of the
 	// container instead of the current one.
 	Previous bool
+	// Timestamps prefixes each line with the time it was logged.
+	Timestamps bool
 }
 
 // LogOpener opens the log of one container of a pod (pod as
@@ -396,6 +398,11 @@ func parseLogOptions(r *http.Request) (LogOptions, error) {
 	if v := q.Get("previous"); v != "" {
 		if opts.Previous, err = strconv.ParseBool(v); err != nil {
 			return opts, fmt.Errorf("invalid previous %q: want true or false", v)
+		}
+	}
+	if v := q.Get("timestamps"); v != "" {
+		if opts.Timestamps, err = strconv.ParseBool(v); err != nil {
+			return opts, fmt.Errorf("invalid timestamps %q: want true or false", v)
 		}
 	}
 	if v := q.Get("tailLines"); v != "" {

@@ -202,7 +202,7 @@ func TestServerLogs(t *testing.T) {
 	c := startServer(t, ServerConfig{Store: store, Logs: opener})
 	ctx := context.Background()
 
-	rc, err := c.Logs(ctx, "web", "", LogOptions{Follow: true, TailLines: 10, Previous: true})
+	rc, err := c.Logs(ctx, "web", "", LogOptions{Follow: true, TailLines: 10, Previous: true, Timestamps: true})
 	if err != nil {
 		t.Fatalf("Logs() error: %v", err)
 	}
@@ -211,7 +211,7 @@ func TestServerLogs(t *testing.T) {
 	if err != nil || string(b) != "line 1\nline 2\n" {
 		t.Errorf("Logs() read %q, %v", b, err)
 	}
-	want := call{"ns/web", "c", LogOptions{Follow: true, TailLines: 10, Previous: true}}
+	want := call{"ns/web", "c", LogOptions{Follow: true, TailLines: 10, Previous: true, Timestamps: true}}
 	if got := <-calls; got != want {
 		t.Errorf("LogOpener called with %+v, want %+v", got, want)
 	}

@@ -79,6 +79,9 @@ type SandboxOptions struct {
 	// UTS); a type the pod does not take from the host and that is not
 	// here is created new.
 	Namespaces map[specs.LinuxNamespaceType]string
+	// Resources are what the node lets the sandbox's cgroup and OOM
+	// score be.
+	Resources ResourceFacts
 }
 
 // Sandbox returns the spec of p's pause sandbox: it holds the pod's network,
@@ -92,6 +95,7 @@ func Sandbox(p *pod.Pod, o SandboxOptions) *specs.Spec {
 	s.Process.Capabilities = capSet(nil)
 	s.Process.NoNewPrivileges = true
 	s.Linux.CgroupsPath = o.CgroupsPath
+	applySandboxResources(s, o.Resources)
 	s.Linux.Namespaces = podNamespaces(p, o.Namespaces)
 	if _, pinned := o.Namespaces[specs.UTSNamespace]; !pinned && !p.Spec.HostNetwork {
 		// A pinned UTS namespace got its name when it was made.
@@ -164,9 +168,18 @@ type ContainerOptions struct {
 	Image ImageConfig
 	// CgroupsPath is the container's cgroup.
 	CgroupsPath string
+	// Resources are what the node lets the container's cgroup and OOM
+	// score be; the node's memory (Node.Memory) scales a Burstable
+	// container's OOM score.
+	Resources ResourceFacts
 	// Volumes maps each of the pod's volume names to its directory or file on
 	// the host.
 	Volumes map[string]string
+	// Sysctls are the pod's sysctls (see Sysctls).
+	Sysctls map[string]string
+	// LocalhostSeccomp is the JSON of the container's Localhost seccomp
+	// profile, when it uses one.
+	LocalhostSeccomp []byte
 	// EtcFiles maps /etc/hosts, /etc/resolv.conf and /etc/hostname to the
 	// pod's files on the host; a container that mounts a volume there keeps
 	// its volume.
@@ -202,9 +215,23 @@ func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, er
 	if err != nil {
 		return nil, fmt.Errorf("container %q: %w", c.Name, err)
 	}
+	if user.UID == 0 && runsAsNonRoot(p, c) {
+		return nil, fmt.Errorf("container %q has runAsNonRoot and would run as root: set runAsUser or use an image with a non-root numeric USER", c.Name)
+	}
+	if g := FSGroup(p); g != nil {
+		user.AdditionalGids = append(user.AdditionalGids, uint32(*g))
+	}
 	s.Process.User = user
 	s.Linux.CgroupsPath = o.CgroupsPath
+	if err := applyContainerResources(s, p, c, o.Node.Memory.Value(), o.Resources); err != nil {
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	}
 	applySecurity(s, c, o.HostCaps)
+	applyProcMount(s, c)
+	s.Linux.Sysctl = o.Sysctls
+	if err := applySeccomp(s, p, c, o.LocalhostSeccomp); err != nil {
+		return nil, fmt.Errorf("container %q: %w", c.Name, err)
+	}
 
 	s.Linux.Namespaces = containerNamespaces(p, o.Namespaces, o.SandboxPID)
 	mounts, err := volumeMounts(c, o.Volumes, vals)

@@ -1,0 +1,195 @@
+package logs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// rotatedTimeFormat is the suffix of a rotated file, the kubelet's:
+// 0.log.20261121-031500.
+const rotatedTimeFormat = "20060102-150405"
+
+// reopenDelay is how long a file that failed is left alone before the next
+// attempt to open it; output in between is dropped.
+const reopenDelay = time.Second
+
+// logFileMode is the mode of a new log file, the kubelet's and containerd's.
+const logFileMode = 0o640
+
+// rotator is the live log file with its rotation: records are added to a
+// buffer, flushed with one write, and the file is rotated before a record
+// that would take it past MaxSize. Not safe for concurrent use: the Writer
+// serializes it.
+type rotator struct {
+	cfg     WriterConfig
+	f       *os.File // nil while the file cannot be opened
+	size    int64    // bytes in the live file
+	buf     []byte   // records not yet written
+	scratch []byte   // one encoded record
+	retry   time.Time
+	dropped int64
+}
+
+// open opens the live file for appending.
+func (r *rotator) open(now time.Time) error {
+	f, err := os.OpenFile(r.cfg.Path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, logFileMode)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = f.Stat(); err == nil {
+			r.f, r.size = f, fi.Size()
+			return nil
+		}
+		f.Close()
+	}
+	r.retry = now.Add(reopenDelay)
+	return err
+}
+
+// record adds one record, rotating first if it would not fit.
+func (r *rotator) record(now time.Time, stream string, partial bool, content []byte) {
+	r.scratch = AppendRecord(r.scratch[:0], now, stream, partial, content)
+	n := int64(len(r.scratch))
+	if r.cfg.MaxSize > 0 && r.f != nil {
+		if used := r.size + int64(len(r.buf)); used > 0 && used+n > r.cfg.MaxSize {
+			r.flush(now)
+			r.rotate(now)
+		}
+	}
+	r.buf = append(r.buf, r.scratch...)
+}
+
+// flush writes the buffered records, or drops them when the file is not
+// usable.
+func (r *rotator) flush(now time.Time) {
+	if len(r.buf) == 0 {
+		return
+	}
+	if r.f == nil && !now.Before(r.retry) {
+		_ = r.open(now) // the records are counted as dropped below
+	}
+	if r.f == nil {
+		r.dropped += int64(len(r.buf))
+		r.buf = r.buf[:0]
+		return
+	}
+	n, err := r.f.Write(r.buf)
+	r.size += int64(n)
+	if err != nil {
+		r.dropped += int64(len(r.buf) - n)
+		// Start afresh with a new descriptor later: the file may have
+		// been removed or its filesystem remounted.
+		r.f.Close()
+		r.f = nil
+		r.retry = now.Add(reopenDelay)
+	}
+	r.buf = r.buf[:0]
+	if cap(r.buf) > 1<<20 {
+		r.buf = nil // do not keep a huge buffer after a burst
+	}
+}
+
+// rotate renames the live file with a time suffix, opens a new one and
+// removes the oldest rotated files beyond MaxFiles. When the rename fails
+// the live file is kept and grows: output is never dropped for rotation.
+func (r *rotator) rotate(now time.Time) {
+	_ = r.f.Close()
+	r.f = nil
+	if err := os.Rename(r.cfg.Path, rotatedName(r.cfg.Path, now)); err != nil {
+		_ = r.open(now)
+		return
+	}
+	_ = r.open(now)
+	_ = prune(r.cfg.Path, r.cfg.MaxFiles-1)
+}
+
+// close flushes what is buffered and closes the file.
+func (r *rotator) close() error {
+	r.flush(r.cfg.Now())
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
+
+// rotatedName is a name not yet used for the live file path rotated at now:
+// path.<time>, and path.<time>.<n> when several rotations fall in the same
+// second.
+func rotatedName(path string, now time.Time) string {
+	base := path + "." + now.UTC().Format(rotatedTimeFormat)
+	name := base
+	for n := 1; ; n++ {
+		if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			return name
+		}
+		name = base + "." + strconv.Itoa(n)
+	}
+}
+
+// prune removes the oldest rotated files of path beyond keep.
+func prune(path string, keep int) error {
+	files, err := RotatedFiles(path)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for len(files) > keep {
+		if err := os.Remove(files[0]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		files = files[1:]
+	}
+	return errors.Join(errs...)
+}
+
+// RotatedFiles returns the rotated files of the live log file path, oldest
+// first: path.<YYYYMMDD-hhmmss>[.<n>]. Other files (compressed ones, say)
+// are left out.
+func RotatedFiles(path string) ([]string, error) {
+	dir, base := filepath.Split(path)
+	ents, err := os.ReadDir(filepath.Clean(dir))
+	if err != nil {
+		return nil, err
+	}
+	type rotated struct {
+		name string
+		when string // the time suffix, sortable as text
+		n    int
+	}
+	var found []rotated
+	for _, e := range ents {
+		suffix, ok := strings.CutPrefix(e.Name(), base+".")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		when, seq, hasSeq := strings.Cut(suffix, ".")
+		if _, err := time.Parse(rotatedTimeFormat, when); err != nil {
+			continue
+		}
+		n := 0
+		if hasSeq {
+			if n, err = strconv.Atoi(seq); err != nil || n < 1 {
+				continue
+			}
+		}
+		found = append(found, rotated{name: e.Name(), when: when, n: n})
+	}
+	slices.SortFunc(found, func(a, b rotated) int {
+		if c := strings.Compare(a.when, b.when); c != 0 {
+			return c
+		}
+		return a.n - b.n
+	})
+	out := make([]string, len(found))
+	for i, f := range found {
+		out[i] = filepath.Join(dir, f.name)
+	}
+	return out, nil
+}
