@@ -48,6 +48,10 @@ type Record struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	ExitCode   int32
+	// Message is an exited container's termination message: what it
+	// wrote to its terminationMessagePath or, by its policy, the tail of
+	// its log.
+	Message string
 }
 
 // ContainerRequest asks the runtime to create and start one container of a

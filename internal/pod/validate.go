@@ -247,6 +247,11 @@ func (v *validator) downwardAPIVolume(d *v1.DownwardAPIVolumeSource, p *field.Pa
 	for i, item := range d.Items {
 		ip := p.Child("items").Index(i)
 		v.relativePath(item.Path, ip.Child("path"), true)
+		// The volume's own entries (..data, the timestamped directories)
+		// start with "..".
+		if strings.HasPrefix(item.Path, "..") && !strings.HasPrefix(item.Path, "../") {
+			v.addErrs(field.Invalid(ip.Child("path"), item.Path, "must not start with '..'"))
+		}
 		checkMode(item.Mode, ip.Child("mode"))
 		switch {
 		case item.FieldRef != nil && item.ResourceFieldRef != nil:

@@ -17,13 +17,14 @@ import (
 
 // call is one thing the reconciler asked of the fake runtime or reporter.
 type call struct {
-	op      string // create, start, stop, remove, files, delete, ready, event, setpod
+	op      string // create, start, stop, hook, remove, files, delete, ready, event, setpod
 	pod     pod.Key
 	id      string // the container or sandbox acted on; empty for a failed start
 	name    string // container name
 	kind    pod.ContainerKind
 	attempt int
 	grace   time.Duration
+	hook    string // postStart or preStop
 	err     error
 	at      time.Time // fake time of the call
 	event   pod.Event
@@ -43,6 +44,12 @@ func (c call) String() string {
 		return s
 	case "stop":
 		return fmt.Sprintf("stop %s %v", c.id, c.grace)
+	case "hook":
+		s := fmt.Sprintf("hook %s %s", c.hook, c.id)
+		if c.err != nil {
+			s += " failed"
+		}
+		return s
 	case "remove":
 		return "remove " + c.id
 	case "files", "delete":
@@ -74,7 +81,7 @@ func (l *callLog) all() []call {
 }
 
 // mutations are the ops that change the runtime or remove a pod.
-var mutations = []string{"create", "start", "stop", "remove", "files", "delete"}
+var mutations = []string{"create", "start", "stop", "hook", "remove", "files", "delete"}
 
 // fakeRuntime is an in-memory Runtime. It behaves as the sandbox package
 // does where the reconciler can tell: stopping or removing what is gone
@@ -90,13 +97,21 @@ type fakeRuntime struct {
 	recs      map[string]*pod.Record
 	order     map[string]int // creation order of each ID
 	seq       int
-	startErr  map[string]error // StartContainer of this container name fails
-	createErr error            // CreateSandbox fails
+	startErr  map[string]error    // StartContainer of this container name fails
+	createErr error               // CreateSandbox fails
+	hooks     map[string]fakeHook // how RunHook behaves, by "<hook> <container name>"
 	problems  []string
 }
 
+// fakeHook is how one lifecycle hook behaves in the fake runtime.
+type fakeHook struct {
+	takes time.Duration // of fake time, unless ctx ends first
+	err   error
+}
+
 func newFakeRuntime(log *callLog, exits chan<- pod.TaskExit) *fakeRuntime {
-	return &fakeRuntime{log: log, exits: exits, recs: map[string]*pod.Record{}, order: map[string]int{}, startErr: map[string]error{}}
+	return &fakeRuntime{log: log, exits: exits, recs: map[string]*pod.Record{}, order: map[string]int{}, startErr: map[string]error{},
+		hooks: map[string]fakeHook{}}
 }
 
 func (f *fakeRuntime) newID(prefix string) string {
@@ -243,6 +258,42 @@ func (f *fakeRuntime) StopContainer(ctx context.Context, id string, grace time.D
 	}
 	f.exitLocked(r, code)
 	return nil
+}
+
+// RunHook logs the hook once it has ended, after the time its fakeHook
+// takes (or when ctx ends first), with its error.
+func (f *fakeRuntime) RunHook(ctx context.Context, id string, req pod.ContainerRequest, h *v1.LifecycleHandler) error {
+	which := "handler"
+	if l := req.Container.Lifecycle; l != nil && h == l.PostStart {
+		which = "postStart"
+	} else if l != nil && h == l.PreStop {
+		which = "preStop"
+	}
+	f.mu.Lock()
+	behave := f.hooks[which+" "+req.Container.Name]
+	r, ok := f.recs[id]
+	if !ok || r.State != pod.TaskRunning {
+		f.problems = append(f.problems, fmt.Sprintf("%s hook run in %s, which is not running", which, id))
+	}
+	f.mu.Unlock()
+	c := call{op: "hook", pod: req.Pod.Key(), id: id, name: req.Container.Name, kind: req.Kind, hook: which, err: behave.err}
+	if behave.takes > 0 {
+		t := time.NewTimer(behave.takes)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			c.err = ctx.Err()
+		}
+	}
+	f.log.add(c)
+	return c.err
+}
+
+func (f *fakeRuntime) setHook(hook, name string, h fakeHook) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hooks[hook+" "+name] = h
 }
 
 func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error {

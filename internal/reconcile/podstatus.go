@@ -91,8 +91,32 @@ func buildPod(in statusInput) *v1.Pod {
 	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
 		st.Conditions[2].Reason, st.Conditions[3].Reason = "PodCompleted", "PodCompleted"
 	}
+	capMessages(&st, len(p.Spec.Containers)+len(p.Spec.InitContainers))
 	p.Status = st
 	return p
+}
+
+// maxPodMessageBytes bounds the termination messages of a pod, shared
+// evenly among its containers: the kubelet's
+// MaxPodTerminationMessageLogLength.
+const maxPodMessageBytes = 12 * 1024
+
+// capMessages cuts each termination message in st to its container's
+// share of maxPodMessageBytes, keeping its beginning, as the kubelet's
+// status manager does.
+func capMessages(st *v1.PodStatus, containers int) {
+	limit := maxPodMessageBytes / max(containers, 1)
+	cut := func(t *v1.ContainerStateTerminated) {
+		if t != nil && len(t.Message) > limit {
+			t.Message = t.Message[:limit]
+		}
+	}
+	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for i := range list {
+			cut(list[i].State.Terminated)
+			cut(list[i].LastTerminationState.Terminated)
+		}
+	}
 }
 
 // containerStatus describes container c from its records (newest first).
@@ -145,6 +169,7 @@ func terminated(r pod.Record) *v1.ContainerStateTerminated {
 	return &v1.ContainerStateTerminated{
 		ExitCode:    r.ExitCode,
 		Reason:      reason,
+		Message:     r.Message,
 		StartedAt:   metav1.NewTime(r.StartedAt),
 		FinishedAt:  metav1.NewTime(r.FinishedAt),
 		ContainerID: "containerd://" + r.ID,

@@ -590,3 +590,55 @@ func TestQOSClassOfDecodedPod(t *testing.T) {
 		t.Errorf("qosClass of a pod with limits only = %s, want Guaranteed", got)
 	}
 }
+
+func TestBuildPodTerminationMessages(t *testing.T) {
+	p := mkPod(t, podSpec{})
+	r := newRecs(p, pod.TaskRunning).exit("app", 0, 1).run("app", 1)
+	r.out[1].Message = "bye"
+	cs := buildPod(r.input(nil)).Status.ContainerStatuses[0]
+	if got := cs.LastTerminationState.Terminated; got == nil || got.Message != "bye" {
+		t.Errorf("lastState.terminated = %+v, want message bye", got)
+	}
+
+	r = newRecs(p, pod.TaskRunning).exit("app", 0, 2)
+	r.out[1].Message = "failed"
+	if got := buildPod(r.input(nil)).Status.ContainerStatuses[0].State.Terminated; got == nil || got.Message != "failed" {
+		t.Errorf("state.terminated = %+v, want message failed", got)
+	}
+}
+
+func TestCapMessages(t *testing.T) {
+	long := strings.Repeat("x", maxPodMessageBytes)
+	term := func(msg string) v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Message: msg}}
+	}
+	tests := []struct {
+		name       string
+		containers int
+		msg        string
+		want       int
+	}{
+		{"one container keeps 12 KiB", 1, long + "y", maxPodMessageBytes},
+		{"three share it", 3, long, 4096},
+		{"short messages stay", 4, "bye", 3},
+		{"no containers", 0, "bye", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := v1.PodStatus{
+				InitContainerStatuses: []v1.ContainerStatus{{State: term(tt.msg)}},
+				ContainerStatuses:     []v1.ContainerStatus{{State: term(tt.msg), LastTerminationState: term(tt.msg)}, {}},
+			}
+			capMessages(&st, tt.containers)
+			for _, got := range []string{
+				st.InitContainerStatuses[0].State.Terminated.Message,
+				st.ContainerStatuses[0].State.Terminated.Message,
+				st.ContainerStatuses[0].LastTerminationState.Terminated.Message,
+			} {
+				if len(got) != tt.want || got != tt.msg[:tt.want] {
+					t.Errorf("capMessages(%d containers) left %d bytes, want the first %d", tt.containers, len(got), tt.want)
+				}
+			}
+		})
+	}
+}

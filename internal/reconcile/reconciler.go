@@ -35,7 +35,12 @@ type Runtime interface {
 	CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error)
 	StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error)
 	StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error)
+	// StopContainer sends container id its stop signal, then SIGKILL once
+	// grace has passed; it runs no hook.
 	StopContainer(ctx context.Context, id string, grace time.Duration) error
+	// RunHook runs lifecycle handler h, an exec or httpGet, of container
+	// id, started for req; nil means it succeeded. ctx bounds it.
+	RunHook(ctx context.Context, id string, req pod.ContainerRequest, h *v1.LifecycleHandler) error
 	RemoveContainer(ctx context.Context, id string) error
 	RemovePodFiles(namespace, name, uid string) error
 }

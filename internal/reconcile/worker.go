@@ -35,8 +35,9 @@ type worker struct {
 
 	// mu guards the fields below, shared with the reconciler's loop.
 	mu      sync.Mutex
-	desired *pod.Pod // nil: the pod must go
-	exited  bool     // the goroutine has returned after removing the pod
+	desired *pod.Pod     // nil: the pod must go
+	exited  bool         // the goroutine has returned after removing the pod
+	hook    *runningHook // the postStart hook being waited on, if any
 
 	// Owned by the worker's goroutine.
 	last     *pod.Pod           // the last desired pod, for its grace period once it is removed
@@ -78,6 +79,10 @@ func (w *worker) set(p *pod.Pod) bool {
 		return false
 	}
 	w.desired = p
+	if w.hook != nil && w.hook.obsolete(p) {
+		// The container will be stopped: do not wait on its hook.
+		w.hook.cancel()
+	}
 	w.poke()
 	return true
 }
@@ -164,7 +169,7 @@ func (w *worker) remove(ctx context.Context) error {
 	if len(recs) > 0 {
 		w.event("", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed")
 	}
-	if err := w.terminate(ctx, recs, w.grace()); err != nil {
+	if err := w.terminate(ctx, recs, w.grace(), nil); err != nil {
 		return err
 	}
 	uids := map[string]bool{}
@@ -181,11 +186,13 @@ func (w *worker) remove(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// terminate stops the containers among recs, each with grace: the app
-// containers, then the init containers (sidecars outlive the app they
-// serve), then the sandboxes; and removes them all. It returns when every process
-// is gone, so a replacement never overlaps with what it replaces.
-func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Duration) error {
+// terminate stops the containers among recs, each with grace (which its
+// preStop hook shares, see stopContainer; p, if not nil, is the pod being
+// synced, where their specs may be): the app containers, then the init
+// containers (sidecars outlive the app they serve), then the sandboxes;
+// and removes them all. It returns when every process is gone, so a
+// replacement never overlaps with what it replaces.
+func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Duration, p *pod.Pod) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -193,7 +200,7 @@ func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Du
 	)
 	stop := func(r pod.Record, g time.Duration) {
 		defer wg.Done()
-		err := w.rt.StopContainer(ctx, r.ID, g)
+		err := w.stopContainer(ctx, r, g, p)
 		if err == nil {
 			err = w.rt.RemoveContainer(ctx, r.ID)
 		}
@@ -246,7 +253,7 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 	}
 	if stale := v.stale(keep); len(stale) > 0 {
 		w.noteAttempts(v, p)
-		if err := w.terminate(ctx, stale, w.replaceGrace(p)); err != nil {
+		if err := w.terminate(ctx, stale, w.replaceGrace(p), p); err != nil {
 			return 0, err
 		}
 		// The files of a replaced pod go with it; a sandbox re-created for
@@ -356,7 +363,7 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 	var errs []error
 	// do takes step st for c and tells whether c runs as asked afterwards.
 	do := func(c *v1.Container, kind pod.ContainerKind, st step) bool {
-		err := w.apply(ctx, p, sb, c, kind, st)
+		err := w.apply(ctx, p, sb, v, c, kind, st)
 		var rl *retryLater
 		switch {
 		case errors.As(err, &rl):
@@ -378,9 +385,12 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 		return do(c, kind, st)
 	}
 	terminal := w.terminal(p, v, sb.ID)
-	if !w.initDone(p, sb, v) {
+	initialized := w.initDone(p, sb, v)
+	justInitialized := false // the last init containers were sidecars, started just now
+	if !initialized {
 		// Init containers one at a time, in order; a sidecar (an init
 		// container that restarts Always) is started and left running.
+		justInitialized = true
 		for i := range p.Spec.InitContainers {
 			c := &p.Spec.InitContainers[i]
 			recs := v.in(sb.ID, c.Name)
@@ -392,17 +402,22 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 				if keep(c, pod.KindInit, v1.RestartPolicyAlways) {
 					continue
 				}
+				justInitialized = false
 				break
 			}
 			if current && recs[0].State == pod.TaskExited && recs[0].ExitCode == 0 {
 				continue // done
 			}
 			keep(c, pod.KindInit, initPolicy(p.Spec.RestartPolicy))
+			justInitialized = false
 			break
 		}
-	} else if !terminal {
+	}
+	if (initialized || justInitialized) && !terminal {
+		// Sidecars started in this pass are not in v: they are not looked
+		// at again until the next.
 		for i := range p.Spec.InitContainers {
-			if c := &p.Spec.InitContainers[i]; isSidecar(c) {
+			if c := &p.Spec.InitContainers[i]; isSidecar(c) && initialized {
 				keep(c, pod.KindInit, v1.RestartPolicyAlways)
 			}
 		}
@@ -462,13 +477,14 @@ func isSidecar(c *v1.Container) bool {
 }
 
 // stopSidecars stops the running sidecars of a pod whose app containers
-// are done, in reverse order, as the kubelet does.
+// are done, in reverse order, each after its preStop hook, as the kubelet
+// does.
 func (w *worker) stopSidecars(ctx context.Context, p *pod.Pod, sb pod.Record, v view) error {
 	for i := len(p.Spec.InitContainers) - 1; i >= 0; i-- {
 		c := &p.Spec.InitContainers[i]
 		if r := v.latest(sb.ID, c.Name); r != nil && isSidecar(c) && r.State == pod.TaskRunning {
 			w.event(c.Name, pod.EventNormal, "Killing", fmt.Sprintf("Stopping container %s", c.Name))
-			if err := w.rt.StopContainer(ctx, r.ID, w.grace()); err != nil {
+			if err := w.stopContainer(ctx, *r, w.grace(), p); err != nil {
 				return err
 			}
 		}
@@ -495,6 +511,18 @@ func (w *worker) terminal(p *pod.Pod, v view, sb string) bool {
 		}
 	}
 	return len(p.Spec.Containers) > 0
+}
+
+// byID returns the record of container id, or nil.
+func (v view) byID(id string) *pod.Record {
+	for _, rs := range v.byName {
+		for i := range rs {
+			if rs[i].ID == id {
+				return &rs[i]
+			}
+		}
+	}
+	return nil
 }
 
 // latest returns the newest record of name in sandbox sb, or in any sandbox
@@ -527,14 +555,20 @@ func (w *worker) waitingBackOff(p *pod.Pod, name string, until, now time.Time) {
 	w.waiting[name] = waitingState{reason: "CrashLoopBackOff", message: msg}
 }
 
-// apply carries out one step for container c.
-func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, c *v1.Container, kind pod.ContainerKind, st step) error {
+// apply carries out one step for container c: a container replaced is
+// stopped after its preStop hook, and a container started counts as
+// started once its postStart hook has returned.
+func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, v view, c *v1.Container, kind pod.ContainerKind, st step) error {
 	switch st.kind {
 	case stepNone, stepWait:
 		return nil
 	case stepReplace:
 		w.event(c.Name, pod.EventNormal, "Killing", fmt.Sprintf("Container %s definition changed, will be restarted", c.Name))
-		if err := w.rt.StopContainer(ctx, st.id, w.replaceGrace(p)); err != nil {
+		old := pod.Record{ID: st.id, Name: c.Name, Kind: kind}
+		if r := v.byID(st.id); r != nil {
+			old = *r
+		}
+		if err := w.stopContainer(ctx, old, w.replaceGrace(p), p); err != nil {
 			return err
 		}
 		if err := w.rt.RemoveContainer(ctx, st.id); err != nil {
@@ -573,6 +607,9 @@ func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, c *v1.Con
 	delete(w.waiting, c.Name)
 	delete(w.attempts, c.Name)
 	w.event(c.Name, pod.EventNormal, "Started", fmt.Sprintf("Started container %s (%s)", c.Name, shortID(rec.ID)))
+	if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+		return w.postStart(ctx, rec, pod.ContainerRequest{Pod: p, Sandbox: sb, Container: c, Kind: kind, Attempt: attempt})
+	}
 	return nil
 }
 
@@ -601,7 +638,7 @@ func (w *worker) removeUnwanted(ctx context.Context, p *pod.Pod, sb pod.Record, 
 	if len(unwanted) == 0 {
 		return nil
 	}
-	return w.terminate(ctx, unwanted, w.replaceGrace(p))
+	return w.terminate(ctx, unwanted, w.replaceGrace(p), p)
 }
 
 // reportFresh lists the pod again and reports its status.

@@ -21,8 +21,15 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	defer cancel()
 	c, err := r.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
+		r.messages.forget(id)
 		return netns.Remove(r.sandboxDir(id))
 	}
+	if err != nil {
+		return fmt.Errorf("loading container %s: %w", id, err)
+	}
+	// Loading fetched the labels: where the container's termination
+	// message is kept.
+	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
 		return fmt.Errorf("loading container %s: %w", id, err)
 	}
@@ -31,6 +38,9 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	}
 	if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", id, err)
+	}
+	if err := r.forgetTermination(id, info.Labels); err != nil {
+		return err
 	}
 	// A sandbox's pinned namespaces go with it; for other containers there
 	// is nothing there.

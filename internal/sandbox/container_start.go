@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -51,6 +48,15 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		r.cfg.Logger.Warn("updating the limits of a pod's cgroup", "pod", p.String(), "err", err)
 	}
 	id := newID()
+	termFile, err := r.prepareTermination(req.Sandbox.PodUID, c, id)
+	if err != nil {
+		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
+	}
+	defer func() {
+		if err != nil {
+			_ = r.removeTerminationFile(termFile)
+		}
+	}()
 	s, err := spec.Container(p, c, spec.ContainerOptions{
 		HostCaps:         r.caps,
 		Namespaces:       r.pinnedPaths(req.Sandbox.ID, p),
@@ -60,12 +66,13 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		Resources:        r.resources,
 		Volumes:          volumes,
 		EtcFiles:         r.etcFiles(req.Sandbox.PodUID),
+		TerminationFile:  termFile,
 		Sysctls:          sysctls,
 		LocalhostSeccomp: seccompJSON,
 		Node:             r.node,
 	})
 	if err == nil {
-		err = prepareSubPaths(c, s)
+		err = prepareMounts(c, s)
 	}
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
@@ -78,12 +85,14 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	labels[LabelSandboxID] = req.Sandbox.ID
 	labels[LabelImageRef] = c.Image
 	labels[LabelImageID] = img.id
+	labels[LabelStopSignal] = r.stopSignalOf(c, img)
 
 	logDir := filepath.Join(r.PodLogDir(p.Namespace, p.Name, req.Sandbox.PodUID), c.Name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the log directory of container %q: %w", c.Name, err)
 	}
 	logPath := filepath.Join(logDir, strconv.Itoa(req.Attempt)+".log")
+	terminationLabels(labels, c, termFile, logPath)
 
 	cctx, cancel := r.call(ctx)
 	defer cancel()
@@ -124,42 +133,6 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	return rec, nil
 }
 
-// prepareVolumes resolves each volume of p to a path on the host, creating
-// what the volume's type says to create. Pod state lives under the
-// sandbox's UID, the directory created with the sandbox.
-func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]string, error) {
-	out := make(map[string]string, len(p.Spec.Volumes))
-	for _, v := range p.Spec.Volumes {
-		switch {
-		case v.HostPath != nil:
-			if err := prepareHostPath(v.HostPath); err != nil {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-			}
-			out[v.Name] = v.HostPath.Path
-		case v.EmptyDir != nil:
-			dir := filepath.Join(r.PodDir(sandboxUID), "volumes", "empty-dir", v.Name)
-			if err := os.MkdirAll(dir, 0o777); err != nil {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-			}
-			// World-writable like the kubelet's, so any user in the pod can use it.
-			if err := os.Chmod(dir, 0o777); err != nil {
-				return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-			}
-			// The pod's fsGroup owns it, and what is made in it (setgid).
-			if g := spec.FSGroup(p); g != nil {
-				if err := os.Chown(dir, -1, int(*g)); err != nil {
-					return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-				}
-				if err := os.Chmod(dir, 0o777|os.ModeSetgid); err != nil {
-					return nil, fmt.Errorf("volume %q: %w", v.Name, err)
-				}
-			}
-			out[v.Name] = dir
-		}
-	}
-	return out, nil
-}
-
 // localhostSeccomp reads the Localhost seccomp profile c uses, from the
 // root dir's seccomp directory as the kubelet does; nil when c uses none.
 func (r *Runtime) localhostSeccomp(p *pod.Pod, c *v1.Container) ([]byte, error) {
@@ -188,80 +161,4 @@ func (r *Runtime) unsafeSysctlAllowed(name string) bool {
 		}
 	}
 	return false
-}
-
-// prepareSubPaths creates the subdirectories c's subPath mounts bind, as
-// the kubelet does, when they are missing.
-func prepareSubPaths(c *v1.Container, s *specs.Spec) error {
-	for _, vm := range c.VolumeMounts {
-		if vm.SubPath == "" && vm.SubPathExpr == "" {
-			continue
-		}
-		for _, m := range s.Mounts {
-			if m.Destination != vm.MountPath {
-				continue
-			}
-			if _, err := os.Lstat(m.Source); errors.Is(err, fs.ErrNotExist) {
-				if err := os.MkdirAll(m.Source, 0o755); err != nil {
-					return fmt.Errorf("volume mount %s: %w", vm.MountPath, err)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// prepareHostPath checks or creates a hostPath volume's path as its type asks.
-func prepareHostPath(hp *v1.HostPathVolumeSource) error {
-	typ := v1.HostPathUnset
-	if hp.Type != nil {
-		typ = *hp.Type
-	}
-	fi, statErr := os.Stat(hp.Path)
-	switch typ {
-	case v1.HostPathUnset:
-		return nil
-	case v1.HostPathDirectoryOrCreate:
-		if statErr != nil {
-			return os.MkdirAll(hp.Path, 0o755)
-		}
-		if !fi.IsDir() {
-			return fmt.Errorf("hostPath %s exists and is not a directory", hp.Path)
-		}
-	case v1.HostPathFileOrCreate:
-		if statErr != nil {
-			if err := os.MkdirAll(filepath.Dir(hp.Path), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(hp.Path, os.O_CREATE|os.O_RDONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			return f.Close()
-		}
-		if fi.IsDir() {
-			return fmt.Errorf("hostPath %s exists and is a directory", hp.Path)
-		}
-	case v1.HostPathDirectory:
-		if statErr != nil || !fi.IsDir() {
-			return fmt.Errorf("hostPath %s is not a directory", hp.Path)
-		}
-	case v1.HostPathFile:
-		if statErr != nil || !fi.Mode().IsRegular() {
-			return fmt.Errorf("hostPath %s is not a file", hp.Path)
-		}
-	case v1.HostPathSocket:
-		if statErr != nil || fi.Mode()&os.ModeSocket == 0 {
-			return fmt.Errorf("hostPath %s is not a socket", hp.Path)
-		}
-	case v1.HostPathCharDev:
-		if statErr != nil || fi.Mode()&os.ModeCharDevice == 0 {
-			return fmt.Errorf("hostPath %s is not a character device", hp.Path)
-		}
-	case v1.HostPathBlockDev:
-		if statErr != nil || fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
-			return fmt.Errorf("hostPath %s is not a block device", hp.Path)
-		}
-	}
-	return nil
 }

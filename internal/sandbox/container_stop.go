@@ -8,14 +8,21 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
+	"github.com/moby/sys/signal"
 )
 
 // killWait bounds the wait for a process to die after SIGKILL.
 const killWait = 10 * time.Second
 
-// StopContainer stops container id's process: SIGTERM, then SIGKILL once
-// grace has passed. It returns when the process has exited, or at once if
-// it is not running.
+// LabelStopSignal records, when a container is created, the signal that
+// stops it (lifecycle.stopSignal, else the image's STOPSIGNAL, else
+// SIGTERM), so that a restarted staticlet stops it the same way.
+const LabelStopSignal = labelPrefix + "stop-signal"
+
+// StopContainer stops container id's process: its stop signal (SIGTERM
+// unless its label says otherwise), then SIGKILL once grace has passed. It
+// returns when the process has exited, or at once if it is not running.
+// Running a preStop hook first is the caller's business.
 func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	nctx, cancel := r.call(ctx)
 	defer cancel()
@@ -47,7 +54,7 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if err != nil {
 		return fmt.Errorf("waiting on container %s: %w", id, err)
 	}
-	if err := t.Kill(nctx, syscall.SIGTERM); err != nil && !errdefs.IsNotFound(err) {
+	if err := t.Kill(nctx, r.stopSignal(nctx, c)); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("signalling container %s: %w", id, err)
 	}
 	timer := time.NewTimer(grace)
@@ -72,4 +79,25 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// stopSignal is the signal that stops container c: the one its label
+// names, SIGTERM when it has none (a sandbox, or a container made before
+// the label) or names one this system does not know.
+func (r *Runtime) stopSignal(ctx context.Context, c client.Container) syscall.Signal {
+	labels, err := c.Labels(ctx)
+	if err != nil {
+		r.cfg.Logger.Warn("reading the stop signal of a container; using SIGTERM", "container", c.ID(), "err", err)
+		return syscall.SIGTERM
+	}
+	name, ok := labels[LabelStopSignal]
+	if !ok {
+		return syscall.SIGTERM
+	}
+	sig, err := signal.ParseSignal(name)
+	if err != nil {
+		r.cfg.Logger.Warn("unknown stop signal; using SIGTERM", "container", c.ID(), "signal", name)
+		return syscall.SIGTERM
+	}
+	return sig
 }

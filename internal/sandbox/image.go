@@ -25,6 +25,8 @@ type resolvedImage struct {
 	image  client.Image
 	config spec.ImageConfig
 	id     string
+	// stopSignal is the image's STOPSIGNAL, empty if it sets none.
+	stopSignal string
 }
 
 // normalizeRef turns a manifest's image reference into containerd's full
@@ -85,8 +87,9 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 		return nil, &pod.WaitingError{Reason: "CreateContainerError", Err: fmt.Errorf("reading the config of image %s: %w", ref, err)}
 	}
 	resolved := &resolvedImage{
-		image: img,
-		id:    img.Name() + "@" + digest,
+		image:      img,
+		id:         img.Name() + "@" + digest,
+		stopSignal: ispec.Config.StopSignal,
 		config: spec.ImageConfig{
 			Entrypoint: ispec.Config.Entrypoint,
 			Cmd:        ispec.Config.Cmd,

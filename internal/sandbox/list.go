@@ -21,7 +21,11 @@ func (r *Runtime) PodContainers(ctx context.Context, key pod.Key) ([]pod.Record,
 
 // AllContainers lists every container staticlet made in its namespace.
 func (r *Runtime) AllContainers(ctx context.Context) ([]pod.Record, error) {
-	return r.list(ctx, fmt.Sprintf("labels.%q", LabelKind))
+	recs, err := r.list(ctx, fmt.Sprintf("labels.%q", LabelKind))
+	if err == nil {
+		r.messages.retain(recs)
+	}
+	return recs, err
 }
 
 func (r *Runtime) list(ctx context.Context, filter string) ([]pod.Record, error) {
@@ -59,6 +63,8 @@ func (r *Runtime) list(ctx context.Context, filter string) ([]pod.Record, error)
 				}
 			}
 		}
+		_, live := procs[c.ID]
+		rec.Message = r.terminationMessage(ctx, rec, c.Labels, live)
 		out = append(out, rec)
 	}
 	return out, nil

@@ -112,6 +112,8 @@ type Runtime struct {
 	// and staticlet's privileges let a spec ask for.
 	cgroups   cgroupHost
 	resources spec.ResourceFacts
+	// messages caches exited containers' termination messages.
+	messages messageCache
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.
@@ -244,10 +246,16 @@ func (r *Runtime) PodLogDir(namespace, name, uid string) string {
 }
 
 // RemovePodFiles removes a pod's state directory, logs and cgroups once
-// the pod is gone.
+// the pod is gone. What is mounted in the state directory (Memory
+// emptyDirs) is unmounted first; if that fails the directory is kept, as
+// removing files from a live mount would empty it without freeing it.
 func (r *Runtime) RemovePodFiles(namespace, name, uid string) error {
+	dirErr := unmountPodVolumes(r.PodDir(uid))
+	if dirErr == nil {
+		dirErr = os.RemoveAll(r.PodDir(uid))
+	}
 	return errors.Join(
-		os.RemoveAll(r.PodDir(uid)),
+		dirErr,
 		os.RemoveAll(r.PodLogDir(namespace, name, uid)),
 		r.removePodCgroups(uid),
 	)

@@ -5,7 +5,6 @@ package spec
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -184,6 +183,10 @@ type ContainerOptions struct {
 	// pod's files on the host; a container that mounts a volume there keeps
 	// its volume.
 	EtcFiles map[string]string
+	// TerminationFile is the host file that holds this instance's
+	// termination message, bound at the container's
+	// terminationMessagePath; empty for none.
+	TerminationFile string
 }
 
 // Container returns the spec of container c of pod p. The root is the
@@ -234,12 +237,14 @@ func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, er
 	}
 
 	s.Linux.Namespaces = containerNamespaces(p, o.Namespaces, o.SandboxPID)
-	mounts, err := volumeMounts(c, o.Volumes, vals)
+	mounts, err := volumeMounts(s, p, c, o.Volumes, vals)
 	if err != nil {
 		return nil, err
 	}
 	s.Mounts = append(s.Mounts, etcMounts(c, o.EtcFiles)...)
 	s.Mounts = append(s.Mounts, mounts...)
+	// After the volumes, so that it shows inside a volume mounted above it.
+	s.Mounts = append(s.Mounts, terminationMount(c, o.TerminationFile)...)
 	return s, nil
 }
 
@@ -471,47 +476,6 @@ func containerNamespaces(p *pod.Pod, pinned map[specs.LinuxNamespaceType]string,
 		ns = append(ns, specs.LinuxNamespace{Type: specs.PIDNamespace})
 	}
 	return ns
-}
-
-// volumeMounts binds each of the container's volume mounts from the host
-// path its volume resolved to.
-func volumeMounts(c *v1.Container, volumes map[string]string, vals map[string]string) ([]specs.Mount, error) {
-	var out []specs.Mount
-	for i, vm := range c.VolumeMounts {
-		src, ok := volumes[vm.Name]
-		if !ok {
-			return nil, fmt.Errorf("container %q: volumeMounts[%d]: volume %q has no host path", c.Name, i, vm.Name)
-		}
-		src, err := mountSource(vm, src, vals)
-		if err != nil {
-			return nil, fmt.Errorf("container %q: volumeMounts[%d]: %w", c.Name, i, err)
-		}
-		opts := []string{"rbind", "rprivate"}
-		if vm.ReadOnly {
-			opts = append(opts, "ro")
-		} else {
-			opts = append(opts, "rw")
-		}
-		out = append(out, specs.Mount{Destination: vm.MountPath, Type: "bind", Source: src, Options: opts})
-	}
-	return out, nil
-}
-
-// mountSource is the host path a volume mount binds: the volume's path, or
-// the subPath (or the subPathExpr expanded with the container's variables)
-// inside it.
-func mountSource(vm v1.VolumeMount, volumePath string, vals map[string]string) (string, error) {
-	sub := vm.SubPath
-	if vm.SubPathExpr != "" {
-		sub = expand(vm.SubPathExpr, vals)
-	}
-	if sub == "" {
-		return volumePath, nil
-	}
-	if filepath.IsAbs(sub) || slices.Contains(strings.Split(filepath.ToSlash(sub), "/"), "..") {
-		return "", fmt.Errorf("subPath %q must be relative and stay inside its volume", sub)
-	}
-	return filepath.Join(volumePath, sub), nil
 }
 
 // base is the spec every sandbox and container starts from.
