@@ -219,9 +219,11 @@ func (v *validator) volumeSource(src *v1.VolumeSource, typ string, p *field.Path
 		}
 	case "emptyDir":
 		m := src.EmptyDir.Medium
-		if m != v1.StorageMediumDefault && m != v1.StorageMediumMemory && m != v1.StorageMediumHugePages &&
-			!strings.HasPrefix(string(m), string(v1.StorageMediumHugePagesPrefix)) {
-			v.addErrs(field.NotSupported(tp.Child("medium"), m, []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory, v1.StorageMediumHugePages}))
+		switch {
+		case m == v1.StorageMediumHugePages || strings.HasPrefix(string(m), string(v1.StorageMediumHugePagesPrefix)):
+			v.add(tp.Child("medium"), "%s emptyDir volumes are not supported by staticlet; use \"\" (disk) or Memory", m)
+		case m != v1.StorageMediumDefault && m != v1.StorageMediumMemory:
+			v.addErrs(field.NotSupported(tp.Child("medium"), m, []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory}))
 		}
 		if q := src.EmptyDir.SizeLimit; q != nil && q.Sign() < 0 {
 			v.addErrs(field.Invalid(tp.Child("sizeLimit"), q.String(), "must be greater than or equal to 0"))

@@ -24,6 +24,8 @@ func TestValidateVolumes(t *testing.T) {
 			"  - {name: h, hostPath: {path: /h, type: CharDevice}}\n"+
 			"  - {name: i, hostPath: {path: /i, type: BlockDevice}}\n", ""), nil},
 		{"emptyDir Memory with sizeLimit", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Memory, sizeLimit: 8Mi}\n", ""), nil},
+		{"emptyDir HugePages", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-2Mi}\n", ""),
+			[]string{"spec.volumes[0].emptyDir.medium: HugePages-2Mi emptyDir volumes are not supported by staticlet"}},
 		{"emptyDir medium", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Disk}\n", ""),
 			[]string{"spec.volumes[0].emptyDir.medium: Unsupported value"}},
 		{"downwardAPI every field", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      defaultMode: 0600\n      items:\n"+
