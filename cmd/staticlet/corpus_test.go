@@ -19,9 +19,10 @@ var corpusDir = filepath.Join("..", "..", "..", "shared", "corpus", "real")
 
 // standIn rewrites a real manifest so it runs here: every image becomes the
 // local test image with a command that idles, and every hostPath moves
-// under root, so the test touches nothing of the host's. Everything else
-// (security contexts, capabilities, priorities, host namespaces, probes,
-// resources, init containers, volume types) is kept as published.
+// under root (with what the published setup would have put there), so the
+// test creates nothing in the host's /etc or /var. Everything else (args,
+// env, security contexts, capabilities, priorities, host namespaces,
+// probes, resources, init containers, volume types) is kept as published.
 func standIn(t *testing.T, data []byte, root string) []byte {
 	t.Helper()
 	var m map[string]any
@@ -33,17 +34,14 @@ func standIn(t *testing.T, data []byte, root string) []byte {
 		cs, _ := spec[field].([]any)
 		for _, c := range cs {
 			c := c.(map[string]any)
+			// Only image and command change: the manifest's args become the
+			// shell's positional parameters, and probes, env, security
+			// contexts and mounts stay as published.
 			c["image"] = "localhost/busybox:test"
-			c["imagePullPolicy"] = "IfNotPresent"
-			delete(c, "args")
 			if field == "initContainers" {
-				c["command"] = []string{"true"}
+				c["command"] = []string{"sh", "-c", "true"}
 			} else {
 				c["command"] = []string{"sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"}
-			}
-			// Their probes would check servers the stand-in does not run.
-			for _, probe := range []string{"livenessProbe", "readinessProbe", "startupProbe"} {
-				delete(c, probe)
 			}
 		}
 	}
@@ -70,7 +68,6 @@ func standIn(t *testing.T, data []byte, root string) []byte {
 			}
 		}
 	}
-	spec["terminationGracePeriodSeconds"] = 5
 	out, err := yaml.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

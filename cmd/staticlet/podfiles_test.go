@@ -23,6 +23,11 @@ spec:
   - name: main
     image: localhost/busybox:test
     command: ["sleep", "100000"]
+    env:
+    - name: POD_IP
+      valueFrom: {fieldRef: {fieldPath: status.podIP}}
+    - name: HOST_IP
+      valueFrom: {fieldRef: {fieldPath: status.hostIP}}
 `
 
 // TestPodFiles checks the /etc/hosts, /etc/resolv.conf and /etc/hostname a
@@ -58,6 +63,15 @@ func TestPodFiles(t *testing.T) {
 			if f := strings.Fields(line); len(f) == 2 && f[0] == "nameserver" && !strings.Contains(resolv, line) {
 				t.Errorf("%s: /etc/resolv.conf lacks the host's %q (ClusterFirst without cluster DNS):\n%s", name, line, resolv)
 			}
+		}
+		environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		for _, kv := range []string{"HOST_IP=" + p.Status.HostIP, "POD_IP=" + p.Status.PodIP} {
+			if !strings.Contains(string(environ), "\x00"+kv+"\x00") {
+				t.Errorf("%s: environment lacks %q (the status's addresses)", name, kv)
+			}
+		}
+		if hostNet && (p.Status.PodIP == "" || p.Status.PodIP != p.Status.HostIP) {
+			t.Errorf("%s: podIP %q, want the host's %q under hostNetwork", name, p.Status.PodIP, p.Status.HostIP)
 		}
 		want := name + "-" + testNode + "\n"
 		if hostNet {
