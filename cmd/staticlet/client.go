@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/status"
 )
@@ -13,11 +16,25 @@ const defaultStatusSocket = "/run/staticlet/staticlet.sock"
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
-	socket string
+	socket    string
+	namespace string
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.socket, "status-socket", defaultStatusSocket, "staticlet's status socket")
+}
+
+// addNamespace gives a pod command kubectl's -n.
+func (f *clientFlags) addNamespace(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "the pod's namespace (a bare name is looked up in default, then in any namespace that has it)")
+}
+
+// podName qualifies name with -n unless it names its namespace itself.
+func (f *clientFlags) podName(name string) string {
+	if f.namespace == "" || strings.Contains(name, "/") {
+		return name
+	}
+	return f.namespace + "/" + name
 }
 
 func (f *clientFlags) client() *status.Client { return status.NewClient(f.socket) }
@@ -47,9 +64,13 @@ func getPodsCommand() *cobra.Command {
 				return err
 			}
 			items := list.Items
+			if cf.namespace != "" {
+				items = slices.DeleteFunc(items, func(p v1.Pod) bool { return p.Namespace != cf.namespace })
+				list.Items = items
+			}
 			obj = list
 			if len(args) == 1 {
-				p, err := c.Pod(ctx, args[0])
+				p, err := c.Pod(ctx, cf.podName(args[0]))
 				if err != nil {
 					return err
 				}
@@ -68,6 +89,7 @@ func getPodsCommand() *cobra.Command {
 		},
 	}
 	cf.add(cmd)
+	cf.addNamespace(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
 	return cmd
 }
@@ -101,7 +123,7 @@ func describeCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c := cf.client()
-			p, err := c.Pod(ctx, args[0])
+			p, err := c.Pod(ctx, cf.podName(args[0]))
 			if err != nil {
 				return err
 			}
@@ -113,6 +135,7 @@ func describeCommand() *cobra.Command {
 		},
 	}
 	cf.add(podCmd)
+	cf.addNamespace(podCmd)
 	describe.AddCommand(podCmd)
 	return describe
 }

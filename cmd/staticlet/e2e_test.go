@@ -51,6 +51,12 @@ func TestPodLifecycle(t *testing.T) {
 	if err != nil || !strings.Contains(out, "web-"+testNode) || !strings.Contains(out, "1/1") || !strings.Contains(out, "Running") {
 		t.Errorf("staticlet get pods = %q, %v; want web-%s 1/1 Running", out, err, testNode)
 	}
+	if out, err := d.cli("describe", "pod", "-n", "default", "web-"+testNode); err != nil || !strings.Contains(out, "Name:         web-"+testNode) {
+		t.Errorf("describe pod -n default = %q, %v", out, err)
+	}
+	if out, err := d.cli("get", "pods", "-n", "kube-system"); err != nil || strings.Contains(out, "web-") {
+		t.Errorf("get pods -n kube-system = %q, %v; want no pod of default", out, err)
+	}
 	if _, ok := d.notify.has("READY=1"); !ok {
 		t.Errorf("NOTIFY_SOCKET got %q, want READY=1", d.notify.lines())
 	}

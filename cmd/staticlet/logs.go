@@ -33,7 +33,7 @@ lines, -f keeps printing new lines until the container stops or restarts.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rc, err := cf.client().Logs(ctx, args[0], container, opts)
+			rc, err := cf.client().Logs(ctx, cf.podName(args[0]), container, opts)
 			if err != nil {
 				return err
 			}
@@ -46,6 +46,7 @@ lines, -f keeps printing new lines until the container stops or restarts.`,
 		},
 	}
 	cf.add(cmd)
+	cf.addNamespace(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&container, "container", "c", "", "container name; may be left out for a pod with one container")
 	f.BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines")
