@@ -95,6 +95,8 @@ func BenchmarkStaticlet(b *testing.B) {
 	b.Run("RemoveToGone", be.benchRemove)
 	b.Run("ExitToRestart", be.benchRestart)
 	b.Run("Resources", be.benchResources)
+	b.Run("ProbeCPU", be.benchProbeCPU)
+	b.Run("LivenessToRestart", be.benchLiveness)
 	be.printSummary()
 }
 
@@ -159,6 +161,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		"--status-socket", socket,
 		"--node-name", testNode,
 		"--log-level", level)
+	be.cmd.Args = append(be.cmd.Args, newTestNet(b).flags()...)
 	be.cmd.Stdout, be.cmd.Stderr = out, out
 	if err := be.cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -71,6 +71,8 @@ type env struct {
 	manifest string
 	root     string
 	logs     string
+	net      *testNet // the pod network of this test's staticlets
+	extraEnv []string // added to the environment of staticlets started
 }
 
 func newEnv(t *testing.T) *env {
@@ -97,6 +99,7 @@ func newEnv(t *testing.T) *env {
 	if err := os.MkdirAll(e.manifest, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	e.net = newTestNet(t)
 	return e
 }
 
@@ -143,9 +146,11 @@ func (e *env) start(extra ...string) *daemon {
 		"--node-name", testNode,
 		"--file-check-frequency", "5s",
 		"--log-level", "debug",
-	}, extra...)
+	}, e.net.flags()...)
+	args = append(args, extra...)
 	d.cmd = exec.Command(binary(e.t), args...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+d.notify.path, "WATCHDOG_USEC=2000000")
+	d.cmd.Env = append(d.cmd.Env, e.extraEnv...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		e.t.Fatal(err)

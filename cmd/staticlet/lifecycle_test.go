@@ -235,7 +235,7 @@ func TestPreStopBoundedByGrace(t *testing.T) {
 }
 
 // freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/sandbox"
@@ -40,7 +42,24 @@ type runConfig struct {
 	resolvConf         string
 	unsafeSysctls      []string
 	logLevel           string
+	podBridge          string
+	podCIDRs           []string
+	masquerade         bool
+	nftTable           string
 }
+
+// defaultPodCIDR is the pod range when --pod-cidr is not given. It is
+// clear of docker's bridge (172.17.0.0/16) and address pools
+// (172.17-31.0.0/16, 192.168.0.0/16), podman's 10.88.0.0/16 and the
+// 10.89.x.0/24 networks it creates next, cri-o's 10.85.0.0/16, flannel's
+// 10.244.0.0/16, k3s's 10.42.0.0/16 and kubeadm's service range
+// 10.96.0.0/12, so that staticlet can share a node with any of them; a /24
+// holds 253 pods, twice the kubelet's default maxPods.
+const defaultPodCIDR = "10.213.0.0/24"
+
+// stepPauseEnv, a testing hook, names a duration to pause between the steps
+// of each pod's network setup, so a test can kill staticlet in the middle.
+const stepPauseEnv = "STATICLET_TEST_NETWORK_STEP_PAUSE"
 
 func runCommand() *cobra.Command {
 	var cfg runConfig
@@ -71,6 +90,10 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
 	f.StringSliceVar(&cfg.unsafeSysctls, "allowed-unsafe-sysctls", nil, "sysctls outside the safe set that pods may set (patterns like 'kernel.msg*' allowed)")
 	f.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&cfg.podBridge, "pod-bridge", "staticlet0", "host bridge that pods off the host network are connected to")
+	f.StringSliceVar(&cfg.podCIDRs, "pod-cidr", []string{defaultPodCIDR}, "pod address range; repeat or comma-separate an IPv4 and an IPv6 range for dual stack")
+	f.BoolVar(&cfg.masquerade, "masquerade", true, "masquerade pods' traffic to outside the pod ranges behind the host's address (enables IP forwarding)")
+	f.StringVar(&cfg.nftTable, "nftables-table", "staticlet", "nftables table (family inet) for the masquerade and hostPort rules")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
 	alias(f, "container-runtime-endpoint", "containerd-address")
@@ -96,7 +119,11 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		}
 	}
 	cfg.nodeName = strings.ToLower(cfg.nodeName)
-	nodeIP := hostIP()
+	nodeIP := hostIP(cfg.podBridge)
+	network, err := networkConfig(cfg)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -113,6 +140,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		HostIP:               nodeIP,
 		ResolvConf:           cfg.resolvConf,
 		AllowedUnsafeSysctls: cfg.unsafeSysctls,
+		Network:              network,
 		Logger:               logger,
 	})
 	if err != nil {
@@ -125,9 +153,11 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 
 	store := status.NewStore()
+	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Logger: logger})
 	rec := reconcile.New(reconcile.Config{
 		Runtime:  rt,
 		Reporter: reporter{store: store, logger: logger},
+		Prober:   prober,
 		Resync:   cfg.fileCheckFrequency,
 		HostIP:   nodeIP,
 		Logger:   logger,
@@ -168,7 +198,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return dir.Run(ctx, snapshots) })
 	g.Go(func() error { return merge(ctx, snapshots, desired, store, logger) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
-	g.Go(func() error { return rec.Run(ctx, desired, exits) })
+	g.Go(func() error { return prober.Run(ctx) })
+	g.Go(func() error { return rec.Run(ctx, desired, exits, prober.Verdicts()) })
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return notifier.Run(ctx) })
 	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.manifestDir, "node", cfg.nodeName,
@@ -229,6 +260,18 @@ func merge(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod,
 
 // reporter hands the reconciler's observations to the status store and
 // logs events once, here.
+// probeRuntime is the runtime as health's probes use it.
+type probeRuntime struct{ rt *sandbox.Runtime }
+
+func (p probeRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) (int, []byte, error) {
+	res, err := p.rt.Exec(ctx, id, cmd, timeout)
+	return res.ExitCode, res.Output, err
+}
+
+func (p probeRuntime) DialPod(ctx context.Context, id, sandboxID, network, addr string) (net.Conn, error) {
+	return p.rt.DialPod(ctx, id, sandboxID, network, addr)
+}
+
 type reporter struct {
 	store  *status.Store
 	logger *slog.Logger
@@ -254,17 +297,49 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// hostIP returns the node's first global IPv4 address, reported as the
-// pods' hostIP.
-func hostIP() string {
-	addrs, err := net.InterfaceAddrs()
+// hostIP returns the node's first global IPv4 address, not the pod
+// bridge's, reported as the pods' hostIP.
+func hostIP(podBridge string) string {
+	ifaces, err := net.Interfaces()
 	if err != nil {
 		return ""
 	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-			return n.IP.String()
+	for _, iface := range ifaces {
+		if iface.Name == podBridge {
+			continue
+		}
+		addrs, err := iface.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				return n.IP.String()
+			}
 		}
 	}
 	return ""
+}
+
+// networkConfig is the pod network's configuration from the flags.
+func networkConfig(cfg runConfig) (*sandbox.NetworkConfig, error) {
+	n := &sandbox.NetworkConfig{Bridge: cfg.podBridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
+	if len(n.Bridge) == 0 || len(n.Bridge) > 15 {
+		return nil, fmt.Errorf("--pod-bridge %q: a link name is 1 to 15 bytes", n.Bridge)
+	}
+	for _, c := range cfg.podCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("--pod-cidr: %w", err)
+		}
+		n.CIDRs = append(n.CIDRs, p)
+	}
+	if v := os.Getenv(stepPauseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", stepPauseEnv, err)
+		}
+		n.StepPause = d
+	}
+	return n, nil
 }

@@ -35,12 +35,13 @@ type Record struct {
 	Pod       Key
 	PodUID    string
 	Kind      ContainerKind
-	Name      string // container name; empty for the sandbox
-	Hash      string // SandboxHash for a sandbox, ContainerHash for a container
-	Attempt   int    // restart count of this container name when it was created
-	SandboxID string // the sandbox a container belongs to; empty for the sandbox
-	Image     string // image reference as written in the manifest
-	ImageID   string // image digest
+	Name      string   // container name; empty for the sandbox
+	Hash      string   // SandboxHash for a sandbox, ContainerHash for a container
+	Attempt   int      // restart count of this container name when it was created
+	SandboxID string   // the sandbox a container belongs to; empty for the sandbox
+	Image     string   // image reference as written in the manifest
+	ImageID   string   // image digest
+	IPs       []string // a sandbox's pod addresses off the host network, in the order of the pod CIDRs
 
 	State      TaskState
 	Pid        uint32

@@ -461,6 +461,36 @@ type harness struct {
 	rep     *fakeReporter
 	desired chan []*pod.Pod
 	exits   chan pod.TaskExit
+	// verdicts is where a test plays the prober.
+	verdicts chan pod.ProbeVerdict
+	prober   *fakeProber
+}
+
+// fakeProber records what the reconciler asks to be probed.
+type fakeProber struct {
+	mu      sync.Mutex
+	targets map[pod.Key][]pod.ProbeTarget
+}
+
+func (f *fakeProber) Set(key pod.Key, targets []pod.ProbeTarget) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(targets) == 0 {
+		delete(f.targets, key)
+		return
+	}
+	f.targets[key] = slices.Clone(targets)
+}
+
+// probed returns the containers of key being probed, by name: their IDs.
+func (f *fakeProber) probed(key pod.Key) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]string{}
+	for _, t := range f.targets[key] {
+		out[t.Container.Name] = t.ContainerID
+	}
+	return out
 }
 
 // newHarness makes the fakes, seeds the runtime with recs, and starts Run;
@@ -475,16 +505,22 @@ func newHarness(t *testing.T, cfg Config, recs ...pod.Record) *harness {
 		rt:      newFakeRuntime(log, exits),
 		rep:     newFakeReporter(log),
 		desired: make(chan []*pod.Pod),
+
+		verdicts: make(chan pod.ProbeVerdict),
+		prober:   &fakeProber{targets: map[pod.Key][]pod.ProbeTarget{}},
 	}
 	h.rt.seed(recs...)
 	cfg.Runtime, cfg.Reporter = h.rt, h.rep
+	if cfg.Prober == nil {
+		cfg.Prober = h.prober
+	}
 	if cfg.HostIP == "" {
 		cfg.HostIP = "10.0.0.5"
 	}
 	r := New(cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx, h.desired, exits) }()
+	go func() { errc <- r.Run(ctx, h.desired, exits, h.verdicts) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-errc; err != nil {
@@ -517,6 +553,18 @@ func (h *harness) set(pods ...*pod.Pod) {
 func (h *harness) exit(id string, code int32) {
 	h.t.Helper()
 	h.rt.exit(h.t, id, code)
+	synctest.Wait()
+}
+
+// verdict hands the reconciler a probe verdict for the current container
+// name of p and waits for it to settle.
+func (h *harness) verdict(p *pod.Pod, name string, typ pod.ProbeType, res pod.ProbeResult, failed string) {
+	h.t.Helper()
+	id, ok := h.prober.probed(p.Key())[name]
+	if !ok {
+		h.t.Fatalf("container %s of %s is not being probed", name, p.Key())
+	}
+	h.verdicts <- pod.ProbeVerdict{Pod: p.Key(), Container: name, ContainerID: id, Type: typ, Result: res, Failed: failed, Time: time.Now()}
 	synctest.Wait()
 }
 

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,6 +19,7 @@ type statusInput struct {
 	waiting map[string]waitingState
 	hostIP  string
 	now     time.Time
+	probes  map[string]probeState // probe results by container ID
 }
 
 // buildPod returns the desired pod with its status as the kubelet would
@@ -33,6 +36,12 @@ func buildPod(in statusInput) *v1.Pod {
 			st.PodIPs = []v1.PodIP{{IP: in.hostIP}}
 		}
 	}
+	if !p.Spec.HostNetwork && len(sb.IPs) > 0 {
+		st.PodIP = sb.IPs[0]
+		for _, ip := range sb.IPs {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+		}
+	}
 	if sb.ID != "" {
 		t := metav1.NewTime(sb.CreatedAt)
 		st.StartTime = &t
@@ -46,6 +55,9 @@ func buildPod(in statusInput) *v1.Pod {
 			ip = v1.RestartPolicyAlways
 		}
 		cs := containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], ip, sb.ID == "")
+		if isSidecar(c) {
+			probedStatus(&cs, c, in.probes[strings.TrimPrefix(cs.ContainerID, "containerd://")])
+		}
 		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
 		if !isSidecar(c) {
 			regularInits = append(regularInits, cs)
@@ -53,8 +65,9 @@ func buildPod(in statusInput) *v1.Pod {
 	}
 	for i := range p.Spec.Containers {
 		c := &p.Spec.Containers[i]
-		st.ContainerStatuses = append(st.ContainerStatuses,
-			containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], policy, sb.ID == ""))
+		cs := containerStatus(c, in.view.in(sb.ID, c.Name), in.waiting[c.Name], policy, sb.ID == "")
+		probedStatus(&cs, c, in.probes[strings.TrimPrefix(cs.ContainerID, "containerd://")])
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
 	}
 	initialized := initializedFrom(p.Spec.InitContainers, st.InitContainerStatuses, st.ContainerStatuses)
 	if initialized {

@@ -59,6 +59,8 @@ type Reporter interface {
 type Config struct {
 	Runtime  Runtime
 	Reporter Reporter
+	// Prober runs the probes of running containers; none run when nil.
+	Prober Prober
 	// Backoff spaces restarts; zero fields take staticlet's defaults.
 	Backoff Backoff
 	// Resync is how often every pod is looked at with no trigger; default 20s.
@@ -97,6 +99,9 @@ func New(cfg Config) *Reconciler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Prober == nil {
+		cfg.Prober = noProber{}
+	}
 	return &Reconciler{cfg: cfg}
 }
 
@@ -112,9 +117,10 @@ func (r *Reconciler) Alive() bool {
 
 // Run reconciles until ctx ends. desired carries whole sets of pods, the
 // first once every source has been read; exits carries task exits (an
-// empty ContainerID means exits may have been missed). Pods keep running
+// empty ContainerID means exits may have been missed); verdicts carries
+// the Prober's verdicts (nil when there is no prober). Pods keep running
 // when Run returns.
-func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <-chan pod.TaskExit) error {
+func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <-chan pod.TaskExit, verdicts <-chan pod.ProbeVerdict) error {
 	r.heartbeat.Store(time.Now().UnixNano())
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -193,6 +199,17 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 			} else {
 				// A container of a pod no worker owns: clean it up.
 				start(e.Pod, nil)
+			}
+		case v := <-verdicts:
+			w, ok := workers[v.Pod]
+			if !ok {
+				continue // a pod being created or gone: its next pass decides
+			}
+			for _, e := range probeEvents(v) {
+				r.cfg.Reporter.Event(e)
+			}
+			if w.noteProbe(v) {
+				w.poke()
 			}
 		case w := <-done:
 			if workers[w.key] == w {

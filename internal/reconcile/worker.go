@@ -30,14 +30,16 @@ type worker struct {
 	now     func() time.Time
 	hostIP  string
 	log     *slog.Logger
+	prober  Prober
 
 	wake chan struct{}
 
 	// mu guards the fields below, shared with the reconciler's loop.
 	mu      sync.Mutex
-	desired *pod.Pod     // nil: the pod must go
-	exited  bool         // the goroutine has returned after removing the pod
-	hook    *runningHook // the postStart hook being waited on, if any
+	desired *pod.Pod              // nil: the pod must go
+	exited  bool                  // the goroutine has returned after removing the pod
+	hook    *runningHook          // the postStart hook being waited on, if any
+	probes  map[string]probeState // probe results by container ID, noted by the loop
 
 	// Owned by the worker's goroutine.
 	last     *pod.Pod           // the last desired pod, for its grace period once it is removed
@@ -45,6 +47,10 @@ type worker struct {
 	waiting  map[string]waitingState
 	attempts map[string]int // restart counts carried across a sandbox re-creation
 	termSent bool           // a terminal pod's sandbox has been stopped
+	// probeKilled holds the containers stopped because a liveness or
+	// startup probe failed: they restart unless the policy is Never,
+	// whatever their exit code, as with the kubelet.
+	probeKilled map[string]bool
 }
 
 // waitingState is why a container is not running, when a start failed.
@@ -63,10 +69,14 @@ func newWorker(key pod.Key, cfg *Config) *worker {
 		now:      cfg.Now,
 		hostIP:   cfg.HostIP,
 		log:      cfg.Logger.With("pod", key.String()),
+		prober:   cfg.Prober,
+		probes:   map[string]probeState{},
 		wake:     make(chan struct{}, 1),
 		streaks:  map[string]*streak{},
 		waiting:  map[string]waitingState{},
 		attempts: map[string]int{},
+
+		probeKilled: map[string]bool{},
 	}
 }
 
@@ -169,6 +179,7 @@ func (w *worker) remove(ctx context.Context) error {
 	if len(recs) > 0 {
 		w.event("", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed")
 	}
+	w.prober.Set(w.key, nil)
 	if err := w.terminate(ctx, recs, w.grace(), nil); err != nil {
 		return err
 	}
@@ -376,7 +387,21 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 	}
 	// keep decides and takes the next step for c under policy.
 	keep := func(c *v1.Container, kind pod.ContainerKind, policy v1.RestartPolicy) bool {
-		st := decideContainer(c, v.in(sb.ID, c.Name), policy, w.backoff, w.streak(c.Name), now)
+		recs := v.in(sb.ID, c.Name)
+		if len(recs) > 0 && recs[0].State == pod.TaskRunning && recs[0].Hash == pod.ContainerHash(c) {
+			if typ := w.unhealthy(recs[0].ID); typ != "" {
+				if err := w.killUnhealthy(ctx, p, c, recs[0], typ); err != nil {
+					errs = append(errs, err)
+				}
+				// Look again at once: it restarts as its policy says.
+				later(now)
+				return false
+			}
+		}
+		if len(recs) > 0 && w.probeKilled[recs[0].ID] && policy != v1.RestartPolicyNever {
+			policy = v1.RestartPolicyAlways
+		}
+		st := decideContainer(c, recs, policy, w.backoff, w.streak(c.Name), now)
 		if st.kind == stepWait {
 			later(st.until)
 			w.waitingBackOff(p, c.Name, st.until, now)
@@ -651,12 +676,14 @@ func (w *worker) reportFresh(ctx context.Context, p *pod.Pod, sb pod.Record) err
 	if cur, ok := v.current(p); ok {
 		sb = cur
 	}
+	w.setProbes(p, v, sb)
 	w.report(p, v, sb)
 	return nil
 }
 
 func (w *worker) report(p *pod.Pod, v view, sb pod.Record) {
-	w.rep.SetPod(buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: w.waiting, hostIP: w.hostIP, now: w.now()}))
+	w.rep.SetPod(buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: w.waiting, hostIP: w.hostIP, now: w.now(),
+		probes: w.probeSnapshot()}))
 }
 
 func (w *worker) event(container, typ, reason, msg string) {

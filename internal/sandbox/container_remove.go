@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 
+	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox/netns"
 )
 
@@ -22,7 +23,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	c, err := r.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
 		r.messages.forget(id)
-		return netns.Remove(r.sandboxDir(id))
+		return r.removeSandboxHostState(id)
 	}
 	if err != nil {
 		return fmt.Errorf("loading container %s: %w", id, err)
@@ -42,37 +43,66 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err := r.forgetTermination(id, info.Labels); err != nil {
 		return err
 	}
-	// A sandbox's pinned namespaces go with it; for other containers there
-	// is nothing there.
+	if info.Labels[LabelKind] != string(pod.KindSandbox) {
+		return nil
+	}
+	return r.removeSandboxHostState(id)
+}
+
+// removeSandboxHostState removes what a sandbox holds on the host besides
+// its container: its network (hostPort rules, veth, addresses), then its
+// pinned namespaces. The order matters for a staticlet killed half way:
+// the pin directory stays until the end, so the next Sweep finds the
+// sandbox and finishes.
+func (r *Runtime) removeSandboxHostState(id string) error {
+	if err := r.network.tearDown(id); err != nil {
+		return fmt.Errorf("removing the network of sandbox %s: %w", id, err)
+	}
 	if err := netns.Remove(r.sandboxDir(id)); err != nil {
 		return fmt.Errorf("removing the namespaces of sandbox %s: %w", id, err)
 	}
 	return nil
 }
 
-// Sweep removes the pinned namespaces of sandboxes that no longer exist,
-// left when staticlet was killed while creating one.
+// Sweep removes the pinned namespaces and the network (addresses, veth,
+// hostPort rules) of sandboxes that no longer exist, left when staticlet
+// was killed while creating or removing one.
 func (r *Runtime) Sweep(ctx context.Context) error {
 	entries, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "sandboxes"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("listing sandbox namespaces: %w", err)
+	}
+	candidates := map[string]bool{}
+	for _, e := range entries {
+		candidates[e.Name()] = true
+	}
+	owners, err := r.network.owners()
+	if err != nil {
+		return fmt.Errorf("listing the pod network's allocations: %w", err)
+	}
+	for _, id := range owners {
+		candidates[id] = true
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	var errs []error
-	for _, e := range entries {
-		_, err := r.client.LoadContainer(ctx, e.Name())
-		if err == nil {
+	for id := range candidates {
+		// An allocation file created but not yet written names no one.
+		if id != "" {
+			_, err := r.client.LoadContainer(ctx, id)
+			if err == nil {
+				continue
+			}
+			if !errdefs.IsNotFound(err) {
+				return fmt.Errorf("looking up sandbox %s: %w", id, err)
+			}
+		}
+		r.cfg.Logger.Info("removing the namespaces and network of a sandbox that is gone", "sandbox", id)
+		if id == "" {
+			errs = append(errs, r.network.ipam.Release(""))
 			continue
 		}
-		if !errdefs.IsNotFound(err) {
-			return fmt.Errorf("looking up sandbox %s: %w", e.Name(), err)
-		}
-		r.cfg.Logger.Info("removing the namespaces of a sandbox that is gone", "sandbox", e.Name())
-		if err := netns.Remove(r.sandboxDir(e.Name())); err != nil {
+		if err := r.removeSandboxHostState(id); err != nil {
 			errs = append(errs, err)
 		}
 	}

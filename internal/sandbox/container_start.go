@@ -69,7 +69,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		TerminationFile:  termFile,
 		Sysctls:          sysctls,
 		LocalhostSeccomp: seccompJSON,
-		Node:             r.node,
+		Node:             r.nodeFor(req.Sandbox),
 	})
 	if err == nil {
 		err = prepareMounts(c, s)
@@ -161,4 +161,12 @@ func (r *Runtime) unsafeSysctlAllowed(name string) bool {
 		}
 	}
 	return false
+}
+
+// nodeFor is what the environment of a container of sandbox sb may
+// refer to: the node's facts and the pod's addresses.
+func (r *Runtime) nodeFor(sb pod.Record) spec.NodeFacts {
+	n := r.node
+	n.PodIPs = sb.IPs
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -190,7 +191,7 @@ spec:
 func checkRecord(t *testing.T, from string, got, want pod.Record) {
 	t.Helper()
 	got.CreatedAt, got.StartedAt, got.FinishedAt = time.Time{}, time.Time{}, time.Time{}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s: record\n  %+v\nwant\n  %+v", from, got, want)
 	}
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -35,6 +36,9 @@ func recordFromLabels(id string, labels map[string]string, created time.Time) po
 		State:     pod.TaskCreated,
 		CreatedAt: created,
 		StartedAt: created,
+	}
+	if ips := labels[LabelPodIPs]; ips != "" {
+		rec.IPs = strings.Split(ips, ",")
 	}
 	// A container whose task is gone keeps its exit in labels written when
 	// it exited.

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ func TestRecordFromLabels(t *testing.T) {
 	}
 	exited := want
 	exited.State, exited.ExitCode, exited.FinishedAt = pod.TaskExited, 137, finished
+	sandbox := want
+	sandbox.Kind, sandbox.IPs = pod.KindSandbox, []string{"10.213.0.2", "fd00:213::2"}
 	tests := []struct {
 		name   string
 		labels map[string]string
@@ -42,10 +45,11 @@ func TestRecordFromLabels(t *testing.T) {
 	}{
 		{"created", base, want},
 		{"exited", with(map[string]string{LabelExitCode: "137", LabelFinishedAt: finished.Format(time.RFC3339Nano)}), exited},
+		{"sandbox with pod IPs", with(map[string]string{LabelKind: "sandbox", LabelPodIPs: "10.213.0.2,fd00:213::2"}), sandbox},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := recordFromLabels("id", tt.labels, created); got != tt.want {
+			if got := recordFromLabels("id", tt.labels, created); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("recordFromLabels() =\n  %+v\nwant\n  %+v", got, tt.want)
 			}
 		})

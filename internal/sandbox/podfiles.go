@@ -17,8 +17,9 @@ var etcFileNames = map[string]string{
 }
 
 // writePodFiles writes p's /etc/hosts, /etc/resolv.conf and /etc/hostname
-// into its directory, from the host's files as they are now.
-func (r *Runtime) writePodFiles(p *pod.Pod) error {
+// into its directory, from the host's files as they are now; /etc/hosts
+// names the pod at podIP when it has one.
+func (r *Runtime) writePodFiles(p *pod.Pod, podIP string) error {
 	hosts, err := os.ReadFile("/etc/hosts")
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("reading the host's /etc/hosts: %w", err)
@@ -31,9 +32,7 @@ func (r *Runtime) writePodFiles(p *pod.Pod) error {
 	if err != nil {
 		return fmt.Errorf("reading the host name: %w", err)
 	}
-	// Pods off the host network have no address of their own yet, so their
-	// hosts file has no line for it.
-	files := spec.PodFilesFor(p, string(hosts), string(resolv), hostName, "")
+	files := spec.PodFilesFor(p, string(hosts), string(resolv), hostName, podIP)
 	dir := r.PodDir(string(p.UID))
 	for name, content := range map[string]string{"etc-hosts": files.Hosts, "resolv.conf": files.Resolv, "hostname": files.Hostname} {
 		if err := writeFileAtomic(filepath.Join(dir, name), []byte(content)); err != nil {

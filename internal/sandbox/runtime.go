@@ -46,6 +46,8 @@ const (
 	LabelImageID      = labelPrefix + "image.id"
 	LabelExitCode     = labelPrefix + "exit.code"
 	LabelFinishedAt   = labelPrefix + "exit.time"
+	// LabelPodIPs is on a sandbox: its pod's addresses, comma-separated.
+	LabelPodIPs = labelPrefix + "pod.ips"
 )
 
 // runcRuntime is the containerd runtime shim staticlet uses.
@@ -91,6 +93,10 @@ type Config struct {
 	// ResolvConf is the host's resolver configuration, the base of pods'
 	// /etc/resolv.conf; default /etc/resolv.conf.
 	ResolvConf string
+	// Network, when set, connects each pod off the host network to a host
+	// bridge with addresses of its own; nil leaves such pods with loopback
+	// only.
+	Network *NetworkConfig
 	// CallTimeout bounds each containerd call; default 30s.
 	CallTimeout time.Duration
 	// Logger receives what is worth knowing and not an error of a call.
@@ -114,6 +120,8 @@ type Runtime struct {
 	resources spec.ResourceFacts
 	// messages caches exited containers' termination messages.
 	messages messageCache
+	// network is the pod network; nil without one.
+	network *podNetwork
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.
@@ -176,7 +184,12 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps, node: node, cgroups: cgroups, resources: resources}, nil
+	network, err := newPodNetwork(cfg.RootDir, cfg.Network, cfg.Logger)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps, node: node, cgroups: cgroups, resources: resources, network: network}, nil
 }
 
 // nodeFacts reads the node's capacity: what a resource limit that is not

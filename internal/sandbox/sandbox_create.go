@@ -18,8 +18,9 @@ import (
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
-// CreateSandbox creates p's namespaces, pinned under the root dir, and the
-// pause container that will hold them, without starting it: the pod's
+// CreateSandbox creates p's namespaces, pinned under the root dir, connects
+// its network namespace to the pod network (when there is one and p is not
+// on the host's), writes its pod files, and creates the pause container that will hold them, without starting it: the pod's
 // containers can be created at once, joining the namespaces by path, before
 // StartSandbox starts the pause process. It needs no image: the pause program runs from a
 // read-only root under the root dir. On failure nothing of it is left.
@@ -27,9 +28,6 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	uid := string(p.UID)
 	if err := os.MkdirAll(r.PodDir(uid), 0o750); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the directory of pod %s: %w", p, err)
-	}
-	if err := r.writePodFiles(p); err != nil {
-		return pod.Record{}, fmt.Errorf("writing the files of pod %s: %w", p, err)
 	}
 	id := newID()
 	nsDir := r.sandboxDir(id)
@@ -43,6 +41,27 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 			}
 		}
 	}()
+	// The network goes into the pinned namespace before any process, and
+	// is torn down before the namespace is unpinned.
+	addrs, err := r.network.setUp(id, nsDir, p)
+	if err != nil {
+		return pod.Record{}, fmt.Errorf("setting up the network of pod %s: %w", p, err)
+	}
+	defer func() {
+		if err != nil {
+			if terr := r.network.tearDown(id); terr != nil {
+				r.cfg.Logger.Warn("removing the network of a sandbox that failed", "sandbox", id, "err", terr)
+			}
+		}
+	}()
+	ips := ipStrings(addrs)
+	podIP := ""
+	if len(ips) > 0 {
+		podIP = ips[0]
+	}
+	if err := r.writePodFiles(p, podIP); err != nil {
+		return pod.Record{}, fmt.Errorf("writing the files of pod %s: %w", p, err)
+	}
 	podCgroup, err := r.ensurePodCgroup(p, uid)
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("creating the cgroup of pod %s: %w", p, err)
@@ -63,6 +82,9 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	s.Annotations = map[string]string{shimGroup: id}
 	labels := podLabels(p, pod.KindSandbox)
 	labels[LabelHash] = p.SandboxHash
+	if len(ips) > 0 {
+		labels[LabelPodIPs] = joinIPs(ips)
+	}
 
 	cctx, cancel := r.call(ctx)
 	defer cancel()

@@ -27,6 +27,9 @@ const maxAnnotationLen = 140
 // returned by flush.
 type describer struct {
 	tw *tabwriter.Writer
+	// events and now are the pod's, for the probes' last failures.
+	podEvents []pod.Event
+	now       time.Time
 }
 
 func (d *describer) line(level int, format string, args ...any) {
@@ -37,7 +40,7 @@ func (d *describer) line(level int, format string, args ...any) {
 // events (oldest first, as Store.Events returns them). Times are relative to
 // now. staticlet pods have no controller, so there is no "Controlled By".
 func DescribePod(w io.Writer, p *v1.Pod, events []pod.Event, now time.Time) error {
-	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0), podEvents: events, now: now}
 	d.line(0, "Name:\t%s\n", p.Name)
 	d.line(0, "Namespace:\t%s\n", p.Namespace)
 	if p.Spec.Priority != nil {
@@ -177,6 +180,9 @@ func (d *describer) containers(title string, specs []v1.Container, statuses []v1
 				d.state("Last State", st.LastTerminationState)
 			}
 			d.line(2, "Ready:\t%s\n", boolString(st.Ready))
+			if st.Started != nil && c.StartupProbe != nil {
+				d.line(2, "Started:\t%s\n", boolString(*st.Started))
+			}
 			d.line(2, "Restart Count:\t%d\n", st.RestartCount)
 		}
 		d.resources("Limits", c.Resources.Limits)
@@ -187,6 +193,9 @@ func (d *describer) containers(title string, specs []v1.Container, statuses []v1
 		}{{"Liveness", c.LivenessProbe}, {"Readiness", c.ReadinessProbe}, {"Startup", c.StartupProbe}} {
 			if pr.probe != nil {
 				d.line(2, "%s:\t%s\n", pr.name, describeProbe(pr.probe))
+				if e, ok := lastProbeFailure(d.podEvents, c.Name, pr.name, st); ok {
+					d.line(3, "Last Failure:\t%s ago: %s\n", age(e.Time, d.now), strings.TrimPrefix(e.Message, pr.name+" probe failed: "))
+				}
 			}
 		}
 		d.env(c.Env)
@@ -257,6 +266,27 @@ func (d *describer) resources(title string, rl v1.ResourceList) {
 		q := rl[v1.ResourceName(n)]
 		d.line(3, "%s:\t%s\n", n, q.String())
 	}
+}
+
+// lastProbeFailure finds the last failed run of container's probe typ
+// (Liveness, Readiness, Startup) since the container last started, from
+// its Unhealthy events.
+func lastProbeFailure(events []pod.Event, container, typ string, st *v1.ContainerStatus) (pod.Event, bool) {
+	if st == nil || st.State.Running == nil {
+		return pod.Event{}, false
+	}
+	// StartedAt has whole seconds.
+	since := st.State.Running.StartedAt.Time.Truncate(time.Second)
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		if e.Time.Before(since) {
+			break
+		}
+		if e.Container == container && e.Reason == "Unhealthy" && strings.HasPrefix(e.Message, typ+" probe failed: ") {
+			return e, true
+		}
+	}
+	return pod.Event{}, false
 }
 
 // describeProbe formats a probe as kubectl does, e.g.

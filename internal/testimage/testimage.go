@@ -23,6 +23,7 @@ import (
 	"path"
 	"runtime"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -80,6 +81,10 @@ type Options struct {
 	User string
 	// StopSignal, if set, is the config's stop signal (for example "SIGUSR1").
 	StopSignal string
+	// Files are extra executable files (mode 0755) added to the layer, by
+	// path inside the image (for example "bin/healthd"); their directories
+	// must be among the layer's (bin, etc, tmp, var).
+	Files map[string][]byte
 }
 
 // Build writes an OCI image layout tar archive (oci-layout, index.json and
@@ -99,7 +104,7 @@ func Build(w io.Writer, opts Options) error {
 	}
 	applets := listApplets(opts.Busybox)
 
-	layerTar, err := buildLayer(bb, applets)
+	layerTar, err := buildLayer(bb, applets, opts.Files)
 	if err != nil {
 		return fmt.Errorf("building layer: %w", err)
 	}
@@ -223,7 +228,7 @@ func listApplets(busybox string) []string {
 // buildLayer returns the uncompressed layer tar. Entries are written in a
 // fixed order with fixed owners and times so the bytes depend only on the
 // busybox binary and its applet list.
-func buildLayer(busybox []byte, applets []string) ([]byte, error) {
+func buildLayer(busybox []byte, applets []string, files map[string][]byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := []struct {
@@ -268,6 +273,16 @@ func buildLayer(busybox []byte, applets []string) ([]byte, error) {
 	}
 	for _, f := range etc {
 		if err := writeFile(tw, f.name, 0o644, []byte(f.data)); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := writeFile(tw, strings.TrimPrefix(name, "/"), 0o755, files[name]); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,13 @@
 // sandbox, each joining the namespaces by path, and makes the network
 // namespace the pod's own object rather than a side effect of a process.
 // Create and Remove are safe for concurrent use on different directories.
+//
+// It also owns the pod network's host side, all through netlink: the
+// bridge with the pods' gateway addresses, a veth pair per pod (the pod's
+// eth0 with its addresses and default routes), forwarding, and the
+// nftables table with masquerade and hostPort rules. It decides no
+// addresses (package ipam does) and keeps no state: what it made is found
+// again by name (VethName) and by rule comment.
 package netns
 
 import (

@@ -16,6 +16,9 @@ import (
 // not set comes to, as with the kubelet).
 type NodeFacts struct {
 	HostIP string
+	// PodIPs are the pod's own addresses off the host network (on it, the
+	// pod's address is HostIP).
+	PodIPs []string
 	CPU    resource.Quantity
 	Memory resource.Quantity
 }
@@ -54,9 +57,16 @@ func valueFrom(p *pod.Pod, c *v1.Container, src *v1.EnvVarSource, node NodeFacts
 
 // fieldValue is the downward API's value of a pod field.
 func fieldValue(p *pod.Pod, path string, node NodeFacts) (string, error) {
-	podIP := ""
+	podIPs := node.PodIPs
 	if p.Spec.HostNetwork {
-		podIP = node.HostIP
+		podIPs = nil
+		if node.HostIP != "" {
+			podIPs = []string{node.HostIP}
+		}
+	}
+	podIP := ""
+	if len(podIPs) > 0 {
+		podIP = podIPs[0]
 	}
 	switch path {
 	case "metadata.name":
@@ -71,8 +81,11 @@ func fieldValue(p *pod.Pod, path string, node NodeFacts) (string, error) {
 		return p.Spec.ServiceAccountName, nil
 	case "status.hostIP", "status.hostIPs":
 		return node.HostIP, nil
-	case "status.podIP", "status.podIPs":
+	case "status.podIP":
 		return podIP, nil
+	case "status.podIPs":
+		// The kubelet's value: every address, comma-separated.
+		return strings.Join(podIPs, ","), nil
 	}
 	for prefix, m := range map[string]map[string]string{"metadata.labels": p.Labels, "metadata.annotations": p.Annotations} {
 		if key, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(key, "']") {

@@ -127,3 +127,42 @@ func TestExpand(t *testing.T) {
 		}
 	}
 }
+
+func TestPodIPEnv(t *testing.T) {
+	p := decodePod(t, `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  containers:
+  - name: c
+    image: busybox
+    env:
+    - name: POD_IP
+      valueFrom: {fieldRef: {fieldPath: status.podIP}}
+    - name: POD_IPS
+      valueFrom: {fieldRef: {fieldPath: status.podIPs}}
+`)
+	tests := []struct {
+		name        string
+		hostNetwork bool
+		node        NodeFacts
+		ip, ips     string
+	}{
+		{"pod network, dual stack", false, NodeFacts{HostIP: "192.0.2.7", PodIPs: []string{"10.213.0.2", "fd00:213::2"}}, "10.213.0.2", "10.213.0.2,fd00:213::2"},
+		{"no pod network", false, NodeFacts{HostIP: "192.0.2.7"}, "", ""},
+		{"host network", true, NodeFacts{HostIP: "192.0.2.7", PodIPs: []string{"10.213.0.2"}}, "192.0.2.7", "192.0.2.7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p.Spec.HostNetwork = tt.hostNetwork
+			_, vals, err := resolveEnv(p, &p.Spec.Containers[0], tt.node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if vals["POD_IP"] != tt.ip || vals["POD_IPS"] != tt.ips {
+				t.Errorf("POD_IP, POD_IPS = %q, %q; want %q, %q", vals["POD_IP"], vals["POD_IPS"], tt.ip, tt.ips)
+			}
+		})
+	}
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// probeBenchPods is how many pods the probe CPU figure probes.
+const probeBenchPods = 50
+
+// probeBenchManifest is a hostNetwork pod serving WWW with busybox httpd
+// on 127.0.0.1:PORT, probed by httpGet every second; it exits at once on
+// SIGTERM.
+const probeBenchManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 10
+  containers:
+  - name: web
+    image: localhost/busybox:test
+    command: [sh, -c, "trap 'exit 0' TERM; httpd -f -p 127.0.0.1:PORT -h WWW & wait"]
+    livenessProbe:
+      httpGet: {path: /healthz, port: PORT}
+      periodSeconds: PERIOD
+      failureThreshold: 1
+      terminationGracePeriodSeconds: 1
+    volumeMounts: [{name: www, mountPath: WWW}]
+  volumes:
+  - name: www
+    hostPath: {path: WWW}
+`
+
+// probeBenchPod writes pod name serving a new directory with a healthz
+// file, and returns the directory.
+func (be *benchEnv) probeBenchPod(b *testing.B, name string) string {
+	www, err := os.MkdirTemp("", "slprobe")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(www) })
+	if err := os.Chmod(www, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(www, "healthz"), []byte("ok\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	be.write(b, name+".yaml", strings.NewReplacer("PERIOD", probePeriod(), "NAME", name, "PORT", strconv.Itoa(freePort(b)), "WWW", www).Replace(probeBenchManifest))
+	return www
+}
+
+// benchProbeCPU measures once, whatever b.N: staticlet's CPU per httpGet
+// probe with probeBenchPods pods probed every second, over a window of
+// STATICLET_BENCH_PROBE_WINDOW (default 30s). The figure includes
+// staticlet's idle work (resyncs, heartbeats) over the window.
+func (be *benchEnv) benchProbeCPU(b *testing.B) {
+	window := 30 * time.Second
+	if v := os.Getenv("STATICLET_BENCH_PROBE_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("STATICLET_BENCH_PROBE_WINDOW: %v", err)
+		}
+		window = d
+	}
+	be.waitNoPods(b)
+	for i := range probeBenchPods {
+		be.probeBenchPod(b, fmt.Sprintf("probed%02d", i))
+	}
+	ctx := context.Background()
+	waitFor(b, 5*time.Minute, fmt.Sprintf("%d pods running", probeBenchPods), func() (bool, string) {
+		list, err := be.status.Pods(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for i := range list.Items {
+			if running(&list.Items[i]) {
+				n++
+			}
+		}
+		return n == probeBenchPods, fmt.Sprintf("%d of %d running", n, probeBenchPods)
+	})
+	time.Sleep(3 * time.Second) // past the first probes and the start-up garbage
+	pid := be.cmd.Process.Pid
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w0 := time.Now()
+	time.Sleep(window)
+	cpu1, err := procCPU(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(w0)
+	probes := float64(probeBenchPods) * elapsed.Seconds()
+	perProbe := time.Duration(float64(cpu1-cpu0) / probes)
+	// No pod may have been restarted: every probe succeeded.
+	list, err := be.status.Pods(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range list.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				b.Errorf("%s restarted during the probe window: %s", p.Name, describe(&p))
+			}
+		}
+	}
+	for i := range probeBenchPods {
+		be.remove(b, fmt.Sprintf("probed%02d.yaml", i))
+	}
+	be.waitNoPods(b)
+	for b.Loop() {
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(perProbe)/float64(time.Microsecond), "cpu-µs/probe")
+	be.report(b, fmt.Sprintf("probe CPU:         staticlet %s of CPU per httpGet probe, %d pods probed every second for %s (%.1f%% of one core) (target < 50µs)",
+		perProbe.Round(100*time.Nanosecond), probeBenchPods, elapsed.Round(time.Second), 100*float64(cpu1-cpu0)/float64(elapsed)))
+}
+
+// benchLiveness measures the time from a liveness probe failing for good
+// (failureThreshold 1: the failed run's Unhealthy event) to the new
+// container started (its Started event), both as staticlet records them.
+// The container exits at SIGTERM, so the probe's grace (1s) is not used.
+func (be *benchEnv) benchLiveness(b *testing.B) {
+	var ds []time.Duration
+	ctx := context.Background()
+	n := 0
+	for b.Loop() {
+		n++
+		name := fmt.Sprintf("liveness%d", n)
+		full := name + "-" + testNode
+		www := be.probeBenchPod(b, name)
+		waitFor(b, benchWait, full+" running", func() (bool, string) {
+			p, err := be.status.Pod(ctx, full)
+			if err != nil {
+				return false, err.Error()
+			}
+			return running(p), describe(p)
+		})
+		if err := os.Remove(filepath.Join(www, "healthz")); err != nil {
+			b.Fatal(err)
+		}
+		var p *v1.Pod
+		waitFor(b, benchWait, full+" restarted", func() (bool, string) {
+			var err error
+			if p, err = be.status.Pod(ctx, full); err != nil {
+				return false, err.Error()
+			}
+			cs := p.Status.ContainerStatuses
+			return len(cs) == 1 && cs[0].RestartCount >= 1 && cs[0].State.Running != nil, describe(p)
+		})
+		events, err := be.status.Events(ctx, "default/"+full)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var failed, started time.Time
+		for _, e := range events {
+			switch {
+			case e.Reason == "Unhealthy" && failed.IsZero():
+				failed = e.Time
+			case e.Reason == "Started" && !failed.IsZero() && started.IsZero():
+				started = e.Time
+			}
+		}
+		if failed.IsZero() || started.IsZero() {
+			b.Fatalf("events of %s: %+v; want Unhealthy, then Started", full, events)
+		}
+		ds = append(ds, started.Sub(failed))
+		trace(b, b.Name(), failed, ds[len(ds)-1])
+		be.remove(b, name+".yaml")
+		be.waitNoPods(b)
+	}
+	m := median(ds)
+	b.ReportMetric(float64(m), "ns/op")
+	b.ReportMetric(ms(m), "staticlet-ms")
+	be.report(b, fmt.Sprintf("liveness→restarted: staticlet median %s from the failed probe to the new container started (grace 1s unused: the process exits at SIGTERM) (target < 100ms + grace; n=%d)",
+		fmtMS(m), len(ds)))
+}
+
+// probePeriod is the probes' period: 1 second, or
+// STATICLET_BENCH_PROBE_PERIOD to measure staticlet without probing.
+func probePeriod() string {
+	if v := os.Getenv("STATICLET_BENCH_PROBE_PERIOD"); v != "" {
+		return v
+	}
+	return "1"
+}
