@@ -1,6 +1,7 @@
 package health
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -142,9 +144,14 @@ func execCheck(rt Runtime, id string, cmd []string, timeout time.Duration) check
 }
 
 // httpCheck sends g's GET to host:port: a status from 200 to 399 is
-// success. As with the kubelet, certificates are not verified, keep-alives
-// are off, redirects to the same host are followed (at most 10) and one to
-// another host is a success with a warning.
+// success. As with the kubelet, certificates are not verified, each probe
+// opens a new connection, redirects to the same host are followed (at most
+// 10) and one to another host is a success with a warning.
+//
+// The request is written and the response read on the caller's goroutine,
+// over a connection of its own, with no http.Transport: a probe runs every
+// second for every container, and the transport's per-connection
+// goroutines cost more CPU than the exchange itself.
 func httpCheck(g *v1.HTTPGetAction, host string, port int, dial dialFunc) check {
 	u, err := url.Parse(g.Path)
 	if err != nil {
@@ -158,7 +165,6 @@ func httpCheck(g *v1.HTTPGetAction, host string, port int, dial dialFunc) check 
 	if u.Path == "" {
 		u.Path = "/"
 	}
-	target := u.String()
 	header := http.Header{}
 	hostHeader := ""
 	for _, h := range g.HTTPHeaders {
@@ -174,51 +180,91 @@ func httpCheck(g *v1.HTTPGetAction, host string, port int, dial dialFunc) check 
 	if header.Get("Accept") == "" {
 		header.Set("Accept", "*/*")
 	}
-	client := &http.Client{
-		Transport: &http.Transport{
-			DialContext:        dial,
-			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as the kubelet: probes do not verify
-			DisableKeepAlives:  true,
-			DisableCompression: true,
-			Proxy:              nil,
-		},
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if req.URL.Hostname() != via[0].URL.Hostname() {
-				return http.ErrUseLastResponse
-			}
-			if len(via) >= maxRedirects {
-				return fmt.Errorf("stopped after %d redirects", maxRedirects)
-			}
-			return nil
-		},
-	}
+	header.Set("Connection", "close")
+	var fixed strings.Builder
+	_ = header.Write(&fixed) // a strings.Builder does not fail
+	headers := fixed.String()
 	return func(ctx context.Context) (string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		if err != nil {
-			return "", err
-		}
-		req.Header = header.Clone()
-		if hostHeader != "" {
-			req.Host = hostHeader
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
-		if err != nil {
-			return "", err
-		}
-		switch code := resp.StatusCode; {
-		case code >= http.StatusMultipleChoices && code < http.StatusBadRequest:
-			return fmt.Sprintf("Probe terminated redirects, Response body: %s", body), nil
-		case code >= http.StatusOK && code < http.StatusBadRequest:
-			return "", nil
-		default:
-			return "", fmt.Errorf("HTTP probe failed with statuscode: %d", code)
+		cur := u
+		for redirects := 0; ; redirects++ {
+			code, location, body, err := httpGetOnce(ctx, dial, cur, hostHeader, headers)
+			if err != nil {
+				switch {
+				case ctx.Err() != nil:
+					return "", fmt.Errorf("GET %s: %w", cur.Redacted(), ctx.Err())
+				case errors.Is(err, os.ErrDeadlineExceeded):
+					// The socket's deadline is the probe's timeout.
+					return "", fmt.Errorf("GET %s: %w", cur.Redacted(), context.DeadlineExceeded)
+				}
+				return "", err
+			}
+			if code >= http.StatusMultipleChoices && code < http.StatusBadRequest && location != "" {
+				next, err := cur.Parse(location)
+				if err != nil || next.Hostname() != u.Hostname() {
+					return fmt.Sprintf("Probe terminated redirects, Response body: %s", body), nil
+				}
+				if redirects+1 >= maxRedirects {
+					return "", fmt.Errorf("stopped after %d redirects", maxRedirects)
+				}
+				cur = next
+				continue
+			}
+			switch {
+			case code >= http.StatusOK && code < http.StatusBadRequest:
+				return "", nil
+			default:
+				return "", fmt.Errorf("HTTP probe failed with statuscode: %d", code)
+			}
 		}
 	}
+}
+
+// httpGetOnce sends one GET for u and returns the status, the Location
+// header and up to bodyLimit bytes of the body.
+func httpGetOnce(ctx context.Context, dial dialFunc, u *url.URL, hostHeader, headers string) (code int, location string, body []byte, err error) {
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	conn, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	// A cancelled probe must not wait for its deadline.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if u.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname()}) //nolint:gosec // as the kubelet: probes do not verify
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return 0, "", nil, err
+		}
+		conn = tc
+	}
+	if hostHeader == "" {
+		hostHeader = u.Host
+	}
+	req := "GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + hostHeader + "\r\n" + headers + "\r\n"
+	if _, err := io.WriteString(conn, req); err != nil {
+		return 0, "", nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), nil)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
+	if err != nil {
+		return 0, "", nil, err
+	}
+	return resp.StatusCode, resp.Header.Get("Location"), body, nil
 }
 
 // tcpCheck succeeds when a connection to addr opens.
