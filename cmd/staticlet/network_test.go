@@ -213,6 +213,11 @@ func waitGet(t *testing.T, addr, want string) {
 // and restarted staticlet, and deleting a pod releases all it had.
 func TestPodNetwork(t *testing.T) {
 	e := newEnv(t)
+	// Masquerading turns on IP forwarding; give the host back what it had.
+	const forward = "/proc/sys/net/ipv4/ip_forward"
+	if was, err := os.ReadFile(forward); err == nil {
+		t.Cleanup(func() { _ = os.WriteFile(forward, was, 0o644) })
+	}
 	d := e.start("--masquerade=true")
 	if got := e.net.masqueradeRules(t); got != 1 {
 		t.Errorf("%d masquerade rules in table %s, want 1", got, e.net.table)
