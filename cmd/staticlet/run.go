@@ -46,6 +46,17 @@ type runConfig struct {
 	podCIDRs           []string
 	masquerade         bool
 	nftTable           string
+	// The URL source's, which --config's staticPodURL, staticPodURLHeader
+	// and httpCheckFrequency also set.
+	manifestURL         string
+	manifestURLHeaders  []string // "Name:Value"
+	manifestURLCA       string
+	httpCheckFrequency  time.Duration
+	configFile          string
+	configNotes         *configFile // what --config has to say, logged once there is a logger
+	healthzAddress      string
+	shutdownGracePeriod time.Duration
+	maxPods             int
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -67,11 +78,15 @@ func runCommand() *cobra.Command {
 		Use:   "run",
 		Short: "Run the pods whose manifests are in --manifest-dir (the daemon)",
 		Long: `run watches --manifest-dir (a directory of Pod manifests, or one file) and
-keeps a pod running through containerd for each Pod it defines. Editing a
-file updates its pod; removing it stops the pod. Stopping staticlet leaves
+keeps a pod running through containerd for each Pod it defines, and for
+each Pod --manifest-url serves, if given. Editing a file updates its pod;
+removing it stops the pod. Stopping staticlet leaves
 the pods running; starting it again adopts them without restarting them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := loadKubeletConfig(cmd.Flags(), &cfg); err != nil {
+				return err
+			}
 			return runDaemon(cmd.Context(), cfg)
 		},
 	}
@@ -94,6 +109,14 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringSliceVar(&cfg.podCIDRs, "pod-cidr", []string{defaultPodCIDR}, "pod address range; repeat or comma-separate an IPv4 and an IPv6 range for dual stack")
 	f.BoolVar(&cfg.masquerade, "masquerade", true, "masquerade pods' traffic to outside the pod ranges behind the host's address (enables IP forwarding)")
 	f.StringVar(&cfg.nftTable, "nftables-table", "staticlet", "nftables table (family inet) for the masquerade and hostPort rules")
+	f.StringVar(&cfg.manifestURL, "manifest-url", "", "URL polled for Pod manifests, besides --manifest-dir")
+	f.StringArrayVar(&cfg.manifestURLHeaders, "manifest-url-header", nil, "header 'Name:Value' sent with every --manifest-url request (repeatable; values are never logged)")
+	f.DurationVar(&cfg.httpCheckFrequency, "http-check-frequency", 20*time.Second, "how often --manifest-url is polled (less up to a fifth, at random)")
+	f.StringVar(&cfg.manifestURLCA, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
+	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
+	f.StringVar(&cfg.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
+	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "time pods get to stop when the node shuts down (stored; not acted on yet)")
+	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
 	alias(f, "container-runtime-endpoint", "containerd-address")
@@ -113,6 +136,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	cfg.configNotes.log(logger)
 	if cfg.nodeName == "" {
 		if cfg.nodeName, err = os.Hostname(); err != nil {
 			return fmt.Errorf("reading the host name for --node-name: %w", err)
@@ -153,28 +177,20 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 
 	store := status.NewStore()
+	rep := reporter{store: store, logger: logger}
 	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Logger: logger})
 	rec := reconcile.New(reconcile.Config{
 		Runtime:  rt,
-		Reporter: reporter{store: store, logger: logger},
+		Reporter: rep,
 		Prober:   prober,
 		Resync:   cfg.fileCheckFrequency,
 		HostIP:   nodeIP,
 		Logger:   logger,
 	})
-	dir := watch.NewDir(watch.DirConfig{
-		Path:   cfg.manifestDir,
-		Resync: cfg.fileCheckFrequency,
-		// A new or rewritten file is applied 10 ms after its last event; a
-		// burst that removes or renames a file waits 50 ms, time enough for
-		// an editor's rename-then-write to finish.
-		QuietDebounce: 10 * time.Millisecond,
-		Debounce:      50 * time.Millisecond,
-		Decode: func(path string, data []byte) ([]*pod.Pod, error) {
-			return pod.Decode(path, data, pod.Options{NodeName: cfg.nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
-		},
-		Logger: logger,
-	})
+	sources, err := manifestSources(cfg, logger)
+	if err != nil {
+		return err
+	}
 	server := status.NewServer(status.ServerConfig{
 		Socket: cfg.statusSocket,
 		Group:  cfg.statusGroup,
@@ -188,6 +204,10 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Logs:   logOpener(store, cfg.podLogsDir),
 		Logger: logger,
 	})
+	healthzLn, err := listenHealthz(cfg.healthzAddress)
+	if err != nil {
+		return err
+	}
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
 
 	snapshots := make(chan watch.Snapshot)
@@ -195,11 +215,23 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	exits := make(chan pod.TaskExit, 64)
 
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return dir.Run(ctx, snapshots) })
-	g.Go(func() error { return merge(ctx, snapshots, desired, store, logger) })
+	names := make([]string, len(sources))
+	for i, src := range sources {
+		names[i] = src.Name()
+		g.Go(func() error { return src.Run(ctx, snapshots) })
+	}
+	g.Go(func() error { return merge(ctx, snapshots, names, desired, store, logger) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
-	g.Go(func() error { return rec.Run(ctx, desired, exits, prober.Verdicts()) })
+	admitted := desired
+	if cfg.maxPods > 0 {
+		admitted = make(chan []*pod.Pod)
+		g.Go(func() error { return capPods(ctx, desired, admitted, cfg.maxPods, rep) })
+	}
+	g.Go(func() error { return rec.Run(ctx, admitted, exits, prober.Verdicts()) })
+	if healthzLn != nil {
+		g.Go(func() error { return server.ServeHealthz(ctx, healthzLn) })
+	}
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return notifier.Run(ctx) })
 	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.manifestDir, "node", cfg.nodeName,
@@ -207,55 +239,6 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	err = g.Wait()
 	logger.Info("staticlet stopped; pods keep running")
 	return err
-}
-
-// merge turns source snapshots into desired sets for the reconciler and
-// manifest results for the status API.
-func merge(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod, store *status.Store, logger *slog.Logger) error {
-	// The sources log their own file errors; duplicates appear only here.
-	logged := map[string]bool{}
-	for {
-		var snap watch.Snapshot
-		select {
-		case <-ctx.Done():
-			return nil
-		case snap = <-in:
-		}
-		pods, files := watch.Merge([]watch.Snapshot{snap})
-		dups := map[string]bool{}
-		for _, f := range files {
-			var de *watch.DuplicateError
-			if errors.As(f.Err, &de) {
-				msg := f.Path + ": " + f.Err.Error()
-				dups[msg] = true
-				if !logged[msg] {
-					logger.Warn("manifest ignored", "path", f.Path, "err", f.Err)
-				}
-			}
-		}
-		logged = dups
-		ms := make([]status.Manifest, 0, len(files)+1)
-		if snap.Err != nil {
-			ms = append(ms, status.Manifest{Source: snap.Source, Error: snap.Err.Error()})
-		}
-		for _, f := range files {
-			m := status.Manifest{Source: snap.Source, Path: f.Path}
-			for _, p := range f.Pods {
-				m.Pods = append(m.Pods, p.Key().String())
-			}
-			if f.Err != nil {
-				m.Error = f.Err.Error()
-			}
-			ms = append(ms, m)
-		}
-		store.SetManifests(ms)
-		logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
-		select {
-		case <-ctx.Done():
-			return nil
-		case out <- pods:
-		}
-	}
 }
 
 // reporter hands the reconciler's observations to the status store and

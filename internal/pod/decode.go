@@ -27,6 +27,11 @@ type Options struct {
 	SourceKind string
 	// Seen is when the source was read, recorded in AnnotationSeen.
 	Seen time.Time
+	// AllowEmptyList makes a PodList or List with no items (and no other
+	// pods) mean "no pods" rather than an error. A URL source sets it: an
+	// empty list is how a server says its pods are all gone, while an empty
+	// body stays an error.
+	AllowEmptyList bool
 }
 
 // Decode turns one manifest file into the pods it defines, defaulted,
@@ -66,10 +71,12 @@ func Decode(path string, data []byte, opts Options) ([]*Pod, error) {
 		errs  ErrorList
 		pods  []*Pod
 		lines = map[Key]int{}
+		lists bool // a document was a list, even an empty one
 	)
 	for _, doc := range splitDocuments(data) {
 		decoded, derrs := decodeDocument(path, doc)
 		errs = append(errs, derrs...)
+		lists = lists || decoded != nil && len(decoded) == 0
 		for _, d := range decoded {
 			p, problems := prepare(d.pod, path, opts)
 			for _, pr := range problems {
@@ -99,7 +106,7 @@ func Decode(path string, data []byte, opts Options) ([]*Pod, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if len(pods) == 0 {
+	if len(pods) == 0 && !(opts.AllowEmptyList && lists) {
 		return nil, ErrorList{{File: path, Msg: "no pods in file"}}
 	}
 	return pods, nil
@@ -174,7 +181,8 @@ type podListDoc struct {
 }
 
 // decodeDocument decodes the Pods of one document strictly. A document with
-// nothing in it gives neither pods nor errors.
+// nothing in it gives neither pods nor errors; a list with no items gives a
+// non-nil empty slice, so that Decode can tell the two apart.
 func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 	if bytes.IndexByte(doc.data, '\t') >= 0 && json.Valid(doc.data) {
 		// Tabs in valid JSON are whitespace between tokens (a tab in a string

@@ -334,3 +334,28 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeEmptyList checks AllowEmptyList: an empty PodList or List is no
+// pods, while a document with nothing in it stays an error.
+func TestDecodeEmptyList(t *testing.T) {
+	opts := testOpts
+	opts.SourceKind, opts.AllowEmptyList = SourceHTTP, true
+	for _, tc := range []struct {
+		data    string
+		wantErr bool
+	}{
+		{"apiVersion: v1\nkind: PodList\nitems: []\n", false},
+		{`{"apiVersion": "v1", "kind": "List", "items": []}`, false},
+		{"apiVersion: v1\nkind: PodList\n", false},
+		{"", true},
+		{"# nothing\n---\n", true},
+	} {
+		pods, err := Decode("http://h/pods", []byte(tc.data), opts)
+		if (err != nil) != tc.wantErr || len(pods) != 0 {
+			t.Errorf("Decode(%q) with AllowEmptyList = %d pods, %v; want none and error %v", tc.data, len(pods), err, tc.wantErr)
+		}
+		if _, err := Decode("f.yaml", []byte(tc.data), testOpts); err == nil {
+			t.Errorf("Decode(%q) without AllowEmptyList = nil error, want no pods in file", tc.data)
+		}
+	}
+}

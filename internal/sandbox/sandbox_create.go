@@ -106,7 +106,23 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	if err != nil {
 		return sb, fmt.Errorf("loading sandbox %s: %w", sb.ID, err)
 	}
-	t, err := c.NewTask(ctx, cio.NullIO)
+	// The pod's containers start before its sandbox and share its shim:
+	// when the only one exits at once (an init container running `true`),
+	// the shim shuts down just as the sandbox joins it, and the new task
+	// fails in one of several ways (connection closed or refused). Once the
+	// old shim is gone, a new task starts a new one: try a few times.
+	var t client.Task
+	for attempt := 0; ; attempt++ {
+		t, err = c.NewTask(ctx, cio.NullIO)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			break
+		}
+		r.cfg.Logger.Debug("creating the sandbox's task; trying again", "sandbox", sb.ID, "err", err)
+		select {
+		case <-time.After(time.Duration(attempt+1) * 25 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
 	if err != nil {
 		return sb, fmt.Errorf("creating the task of sandbox %s: %w", sb.ID, err)
 	}

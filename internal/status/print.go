@@ -205,8 +205,10 @@ func orNone(s string) string {
 // PrintManifests writes the manifest results as a table: PATH PODS ERROR,
 // with a leading SOURCE column when they come from more than one source.
 // A result without a path (the source as a whole failed) shows the source
-// as its path. Multi-line errors are joined on one line.
+// as its path. Multi-line errors are joined on one line, followed by the
+// time of the last success when there is one (a URL that stopped working).
 func PrintManifests(w io.Writer, manifests []Manifest) error {
+	now := time.Now()
 	sources := map[string]bool{}
 	for _, m := range manifests {
 		sources[m.Source] = true
@@ -222,6 +224,10 @@ func PrintManifests(w io.Writer, manifests []Manifest) error {
 			fmt.Fprintf(tw, "%s\t", m.Source)
 		}
 		errText := strings.Join(strings.Fields(m.Error), " ")
+		if errText != "" && !m.LastSuccess.IsZero() {
+			errText += fmt.Sprintf(" (last success %s ago, at %s)",
+				duration.HumanDuration(now.Sub(m.LastSuccess)), m.LastSuccess.Format(time.RFC3339))
+		}
 		path := m.Path
 		if path == "" { // an error of the source as a whole
 			path = m.Source

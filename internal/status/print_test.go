@@ -272,6 +272,15 @@ func TestPrintManifests(t *testing.T) {
 	if !strings.HasPrefix(b.String(), "SOURCE ") {
 		t.Errorf("PrintManifests() with two sources =\n%s\nwant a SOURCE column", b.String())
 	}
+
+	// A URL that stopped answering shows when it last worked.
+	b.Reset()
+	last := time.Now().Add(-90 * time.Second)
+	PrintManifests(&b, []Manifest{{Source: "url:http://x/", Path: "http://x/", Pods: []string{"default/a-n1"},
+		Error: "fetching http://x/: 503 Service Unavailable", LastSuccess: last}})
+	if want := "503 Service Unavailable (last success 90s ago, at " + last.Format(time.RFC3339) + ")"; !strings.Contains(b.String(), want) {
+		t.Errorf("PrintManifests() with a failing URL =\n%s\nwant %q", b.String(), want)
+	}
 }
 
 func TestPrintObject(t *testing.T) {

@@ -105,34 +105,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Requests see ctx, so log streams that follow end when staticlet stops
-	// instead of holding up the shutdown.
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	select {
-	case err := <-served:
-		// Serve closed the listener, which removed the socket.
-		return fmt.Errorf("serving status socket %s: %w", s.cfg.Socket, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	shutdownErr := srv.Shutdown(sctx)
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving status socket %s: %w", s.cfg.Socket, err)
-	}
-	if shutdownErr != nil {
-		srv.Close()
-		return fmt.Errorf("shutting down status socket %s: %w", s.cfg.Socket, shutdownErr)
-	}
-	return nil
+	return serve(ctx, ln, s.Handler(), "status socket "+s.cfg.Socket, s.log)
 }
 
 // listen prepares the socket path and listens on it with the configured

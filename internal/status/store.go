@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -30,6 +31,9 @@ type Manifest struct {
 	Pods []string `json:"pods,omitempty"`
 	// Error says why the file was rejected; empty when it was accepted.
 	Error string `json:"error,omitempty"`
+	// LastSuccess is, for a URL whose last poll failed, when it last served
+	// good manifests (zero if it never did, and for files).
+	LastSuccess time.Time `json:"lastSuccess,omitzero"`
 }
 
 // Store is the observed state that staticlet reports: pods, recent events,

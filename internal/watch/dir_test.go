@@ -31,8 +31,13 @@ func (r *running) latest() (Snapshot, bool) {
 	return r.snaps[len(r.snaps)-1], true
 }
 
+// source is what start runs: a Dir or a URL.
+type source interface {
+	Run(ctx context.Context, out chan<- Snapshot) error
+}
+
 // start runs d until the test ends, and checks that Run returns nil then.
-func start(t *testing.T, d *Dir) *running {
+func start(t *testing.T, d source) *running {
 	t.Helper()
 	r := &running{}
 	ctx, cancel := context.WithCancel(context.Background())

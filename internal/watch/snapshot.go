@@ -1,17 +1,18 @@
 // Package watch owns staticlet's manifest sources: it reads pod manifests
 // from where the user keeps them (a directory or a single file, like the
-// kubelet's staticPodPath) and turns them into whole snapshots of desired
-// pods, with the reason for every rejected file. It does not decode
-// manifests itself (a Decoder, normally pod.Decode, does), and it does not
-// act on pods: the reconciler consumes the snapshots.
+// kubelet's staticPodPath; a URL, like its staticPodURL) and turns them
+// into whole snapshots of desired pods, with the reason for every rejected
+// file. It does not decode manifests itself (a Decoder, normally
+// pod.Decode, does), and it does not act on pods: the reconciler consumes
+// the snapshots.
 //
 // Concurrency: a source is built by its constructor without starting
 // anything; its Run method starts whatever the source needs (a file system
-// watcher, timers), keeps all of its state on the calling goroutine, and
-// returns only after everything it started has stopped. Run must not be
-// called twice at once on the same source. Snapshots share pod values with
-// the source and with each other: receivers must treat them as read-only.
-// Merge is a pure function, safe for concurrent use.
+// watcher, timers, HTTP requests), keeps all of its state on the calling
+// goroutine, and returns only after everything it started has stopped. Run
+// must not be called twice at once on the same source. Snapshots share pod
+// values with the source and with each other: receivers must treat them as
+// read-only. Merge is a pure function, safe for concurrent use.
 package watch
 
 import (
@@ -19,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -34,6 +36,9 @@ type FileResult struct {
 	Pods []*pod.Pod
 	// Err says why the file's current content is rejected; nil when good.
 	Err error
+	// LastSuccess is, for a URL with Err set, when it last served good
+	// manifests (zero if never). Zero for files.
+	LastSuccess time.Time
 }
 
 // Snapshot is the whole view of one source at one moment. A source never
@@ -78,6 +83,9 @@ func (e *DuplicateError) Error() string {
 // definition is ignored` and loses that pod from its Pods, while the other
 // pods of the same file still run. The pods of a file whose current content
 // is rejected (the last good ones) take part in this rule like any others.
+// Source names start with their kind, and "dir:" sorts before "url:": a file
+// on the node wins over the URL, so a local file can override what a fleet
+// serves, and what runs does not depend on the network.
 func Merge(snaps []Snapshot) (pods []*pod.Pod, files []FileResult) {
 	order := slices.Clone(snaps)
 	slices.SortStableFunc(order, func(a, b Snapshot) int { return cmp.Compare(a.Source, b.Source) })

@@ -1,0 +1,459 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// kubeadmConfig is /var/lib/kubelet/config.yaml as kubeadm writes it
+// (its zero durations included), with staticPodPath relative to the file,
+// the test's runtime, log directory and healthz port, and evictionHard
+// added. CONTAINERD, LOGS and PORT are replaced.
+const kubeadmConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    cacheTTL: 0s
+    enabled: true
+  x509:
+    clientCAFile: /etc/kubernetes/pki/ca.crt
+authorization:
+  mode: Webhook
+  webhook:
+    cacheAuthorizedTTL: 0s
+    cacheUnauthorizedTTL: 0s
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+clusterDomain: cluster.local
+containerRuntimeEndpoint: unix://CONTAINERD
+cpuManagerReconcilePeriod: 0s
+crashLoopBackOff: {}
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 10%
+evictionPressureTransitionPeriod: 0s
+fileCheckFrequency: 0s
+healthzBindAddress: 127.0.0.1
+healthzPort: PORT
+httpCheckFrequency: 0s
+imageMaximumGCAge: 0s
+imageMinimumGCAge: 0s
+kind: KubeletConfiguration
+logging:
+  flushFrequency: 0
+  options:
+    json:
+      infoBufferSize: "0"
+    text:
+      infoBufferSize: "0"
+  verbosity: 0
+memorySwap: {}
+nodeStatusReportFrequency: 0s
+nodeStatusUpdateFrequency: 0s
+podLogsDir: LOGS
+resolvConf: /run/systemd/resolve/resolv.conf
+rotateCertificates: true
+runtimeRequestTimeout: 0s
+shutdownGracePeriod: 0s
+shutdownGracePeriodCriticalPods: 0s
+staticPodPath: manifests
+streamingConnectionIdleTimeout: 0s
+syncFrequency: 0s
+volumeStatsAggPeriod: 0s
+`
+
+func kubeadmFile(containerd, logs string, port int) string {
+	return strings.NewReplacer("CONTAINERD", containerd, "LOGS", logs, "PORT", fmt.Sprint(port)).Replace(kubeadmConfig)
+}
+
+// TestParseKubeadmConfig: kubeadm's zero durations change nothing, the
+// fields set are honoured, and those that mean nothing here are listed.
+func TestParseKubeadmConfig(t *testing.T) {
+	cf, err := parseKubeletConfig("/etc/staticlet/config.yaml", []byte(kubeadmFile("/run/c.sock", "/var/log/p", 10248)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg runConfig
+	cf.apply(func(string) bool { return false }, &cfg)
+	want := runConfig{
+		manifestDir:       "/etc/staticlet/manifests",
+		containerdAddress: "unix:///run/c.sock",
+		podLogsDir:        "/var/log/p",
+		healthzAddress:    "127.0.0.1:10248",
+		resolvConf:        "/run/systemd/resolve/resolv.conf",
+	}
+	if diff := compareConfigs(cfg, want); diff != "" {
+		t.Errorf("config from kubeadm's file: %s", diff)
+	}
+	wantIgnored := []string{"authentication", "authorization", "clusterDNS", "clusterDomain", "evictionHard", "rotateCertificates"}
+	if !slices.Equal(cf.ignored, wantIgnored) || len(cf.unknown) != 0 {
+		t.Errorf("ignored = %q, unknown = %q; want %q and none", cf.ignored, cf.unknown, wantIgnored)
+	}
+	if len(cf.warnings) != 1 || !strings.Contains(cf.warnings[0], "cgroupDriver systemd") {
+		t.Errorf("warnings = %q, want one about cgroupDriver systemd", cf.warnings)
+	}
+}
+
+// compareConfigs names the fields that differ, for the fields config.go sets.
+func compareConfigs(got, want runConfig) string {
+	var b strings.Builder
+	check := func(name string, g, w any) {
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			fmt.Fprintf(&b, "%s = %v, want %v; ", name, g, w)
+		}
+	}
+	check("manifestDir", got.manifestDir, want.manifestDir)
+	check("manifestURL", got.manifestURL, want.manifestURL)
+	check("manifestURLHeaders", got.manifestURLHeaders, want.manifestURLHeaders)
+	check("fileCheckFrequency", got.fileCheckFrequency, want.fileCheckFrequency)
+	check("httpCheckFrequency", got.httpCheckFrequency, want.httpCheckFrequency)
+	check("containerdAddress", got.containerdAddress, want.containerdAddress)
+	check("podLogsDir", got.podLogsDir, want.podLogsDir)
+	check("logMaxSize", got.logMaxSize, want.logMaxSize)
+	check("logMaxFiles", got.logMaxFiles, want.logMaxFiles)
+	check("healthzAddress", got.healthzAddress, want.healthzAddress)
+	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
+	check("maxPods", got.maxPods, want.maxPods)
+	check("podCIDRs", got.podCIDRs, want.podCIDRs)
+	check("resolvConf", got.resolvConf, want.resolvConf)
+	check("unsafeSysctls", got.unsafeSysctls, want.unsafeSysctls)
+	return b.String()
+}
+
+// TestParseKubeletConfigFields covers each honoured field and the
+// kubelet's defaulting of the healthz pair.
+func TestParseKubeletConfigFields(t *testing.T) {
+	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	tests := []struct {
+		name string
+		body string
+		want runConfig
+	}{
+		{"empty", "", runConfig{}},
+		{"paths absolute and relative", "staticPodPath: /etc/kubernetes/manifests\npodLogsDir: logs\nresolvConf: r.conf\n",
+			runConfig{manifestDir: "/etc/kubernetes/manifests", podLogsDir: "/cfg/logs", resolvConf: "/cfg/r.conf"}},
+		{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{resolvConf: os.DevNull}},
+		{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
+			runConfig{manifestURL: "https://example.test/pods", manifestURLHeaders: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
+				httpCheckFrequency: time.Minute}},
+		{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
+			runConfig{fileCheckFrequency: 5 * time.Second, logMaxSize: "5Mi", logMaxFiles: 3}},
+		{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", runConfig{}},
+		{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
+		{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
+		{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
+		{"the rest", "shutdownGracePeriod: 30s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
+			runConfig{shutdownGracePeriod: 30 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
+				unsafeSysctls: []string{"net.core.somaxconn"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cf, err := parseKubeletConfig("/cfg/c.yaml", []byte(head+tt.body))
+			if err != nil {
+				t.Fatalf("parseKubeletConfig: %v", err)
+			}
+			var cfg runConfig
+			cf.apply(func(string) bool { return false }, &cfg)
+			if diff := compareConfigs(cfg, tt.want); diff != "" {
+				t.Errorf("%s", diff)
+			}
+			if len(cf.ignored)+len(cf.unknown)+len(cf.warnings) != 0 {
+				t.Errorf("ignored %q, unknown %q, warnings %q; want none", cf.ignored, cf.unknown, cf.warnings)
+			}
+		})
+	}
+}
+
+func TestParseKubeletConfigErrors(t *testing.T) {
+	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+	tests := []struct {
+		name, body, want string
+	}{
+		{"not yaml", head + "maxPods: [\n", "c.yaml"},
+		{"not an object", "- a\n", "want a KubeletConfiguration object"},
+		{"wrong kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
+		{"wrong version", "apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", `apiVersion "kubelet.config.k8s.io/v1alpha1"`},
+		{"no apiVersion", "kind: KubeletConfiguration\n", `apiVersion ""`},
+		{"wrong type", head + "maxPods: many\n", "maxPods: cannot be a string"},
+		{"bad duration", head + "fileCheckFrequency: soon\n", "soon"},
+		{"bad cgroup driver", head + "cgroupDriver: none\n", `cgroupDriver "none"`},
+		{"negative maxPods", head + "maxPods: -1\n", "maxPods -1"},
+		{"healthzPort out of range", head + "healthzPort: 70000\n", "healthzPort 70000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseKubeletConfig("/cfg/c.yaml", []byte(tt.body))
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "c.yaml") {
+				t.Errorf("parseKubeletConfig(%q) = %v, want an error naming the file and containing %q", tt.body, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestKubeletConfigPrecedence parses real command lines: a flag given
+// (or its kubelet alias) wins over the file, the file over flag defaults.
+func TestKubeletConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "kubelet.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: /from/file
+containerRuntimeEndpoint: unix:///from/file.sock
+fileCheckFrequency: 7s
+containerLogMaxFiles: 9
+healthzPort: 10300
+maxPods: 12
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want runConfig
+	}{
+		{"file over defaults", nil, runConfig{manifestDir: "/from/file", containerdAddress: "unix:///from/file.sock",
+			fileCheckFrequency: 7 * time.Second, logMaxFiles: 9, healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+		{"flags over file", []string{"--manifest-dir=/flag", "--file-check-frequency=1s", "--container-log-max-files=2",
+			"--healthz-address=", "--max-pods=1"},
+			runConfig{manifestDir: "FLAG", containerdAddress: "unix:///from/file.sock", fileCheckFrequency: time.Hour,
+				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}},
+		{"kubelet aliases over file", []string{"--pod-manifest-path=/flag", "--container-runtime-endpoint=/flag.sock"},
+			runConfig{manifestDir: "FLAG", containerdAddress: "FLAG", fileCheckFrequency: 7 * time.Second, logMaxFiles: 9,
+				healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			flags := runCommand().Flags()
+			if err := flags.Parse(append([]string{"--config", file}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			// What the flags set stands in cfg as FLAG (or -1, an hour):
+			// the file must leave it there.
+			cfg := runConfig{configFile: file, manifestDir: "FLAG", containerdAddress: "FLAG", fileCheckFrequency: time.Hour,
+				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}
+			if err := loadKubeletConfig(flags, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if diff := compareConfigs(cfg, tt.want); diff != "" {
+				t.Errorf("%v: %s", tt.args, diff)
+			}
+		})
+	}
+}
+
+// TestKubeletConfigFlagsExist: every flag name apply consults is one of
+// staticlet run's, so that a flag given always wins.
+func TestKubeletConfigFlagsExist(t *testing.T) {
+	cf, err := parseKubeletConfig("/c.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	cf.apply(func(flag string) bool { names = append(names, flag); return true }, &runConfig{})
+	flags := runCommand().Flags()
+	for _, n := range names {
+		if flags.Lookup(n) == nil {
+			t.Errorf("config field maps to --%s, which staticlet run does not have", n)
+		}
+	}
+}
+
+// TestKubeletConfigWarnsOnce: one warning line names every ignored and
+// unknown field.
+func TestKubeletConfigWarnsOnce(t *testing.T) {
+	cf, err := parseKubeletConfig("/c.yaml", []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard: {memory.available: 100Mi}
+clusterDNS: [10.96.0.10]
+readOnlyPort: 0
+imageGCHighThresholdPercent: 80
+staticPodPathh: /typo
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	cf.log(slog.New(slog.NewTextHandler(&buf, nil)))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("log = %q, want one line", lines)
+	}
+	for _, want := range []string{"level=WARN", "ignored=clusterDNS,evictionHard,imageGCHighThresholdPercent", "unknown=staticPodPathh", "file=/c.yaml"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("warning %q does not contain %q", lines[0], want)
+		}
+	}
+	if strings.Contains(lines[0], "readOnlyPort") {
+		t.Errorf("warning %q names readOnlyPort, whose 0 is the kubelet's default", lines[0])
+	}
+}
+
+func TestLoopbackDefault(t *testing.T) {
+	for in, want := range map[string]string{
+		"10248":           "127.0.0.1:10248",
+		":10248":          "127.0.0.1:10248",
+		"0.0.0.0:10248":   "0.0.0.0:10248",
+		"[::1]:10248":     "[::1]:10248",
+		"localhost:10248": "localhost:10248",
+	} {
+		if got := loopbackDefault(in); got != want {
+			t.Errorf("loopbackDefault(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestZeroValue(t *testing.T) {
+	tests := []struct {
+		v    any
+		want bool
+	}{
+		{nil, true}, {false, true}, {true, false}, {0.0, true}, {1.0, false},
+		{"", true}, {"0", true}, {"0s", true}, {"0m0s", true}, {"1s", false}, {"Webhook", false},
+		{map[string]any{}, true}, {map[string]any{"a": map[string]any{"b": "0s"}}, true},
+		{map[string]any{"a": true}, false}, {[]any{}, true}, {[]any{"x"}, false},
+	}
+	for _, tt := range tests {
+		if got := zeroValue(tt.v); got != tt.want {
+			t.Errorf("zeroValue(%#v) = %v, want %v", tt.v, got, tt.want)
+		}
+	}
+}
+
+func TestAdmitPods(t *testing.T) {
+	mk := func(names ...string) []*pod.Pod {
+		var out []*pod.Pod
+		for _, n := range names {
+			out = append(out, &pod.Pod{Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: n}}})
+		}
+		return out
+	}
+	names := func(ps []*pod.Pod) string {
+		var s []string
+		for _, p := range ps {
+			s = append(s, p.Name)
+		}
+		return strings.Join(s, ",")
+	}
+	tests := []struct {
+		name                   string
+		prev                   []string
+		desired                []string
+		max                    int
+		wantAdmit, wantRefused string
+	}{
+		{"no limit", nil, []string{"c", "b", "a"}, 0, "c,b,a", ""},
+		{"under the limit", nil, []string{"b", "a"}, 2, "b,a", ""},
+		{"key order", nil, []string{"c", "b", "a"}, 2, "a,b", "c"},
+		{"admitted before keep their place", []string{"c"}, []string{"c", "b", "a"}, 2, "c,a", "b"},
+		{"a gone pod frees a place", []string{"a", "b"}, []string{"c", "b"}, 2, "c,b", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prev := map[pod.Key]bool{}
+			for _, n := range tt.prev {
+				prev[pod.Key{Namespace: "default", Name: n}] = true
+			}
+			admitted, refused := admitPods(prev, mk(tt.desired...), tt.max)
+			if names(admitted) != tt.wantAdmit || names(refused) != tt.wantRefused {
+				t.Errorf("admitPods(%v, %v, %d) = %s / %s, want %s / %s", tt.prev, tt.desired, tt.max,
+					names(admitted), names(refused), tt.wantAdmit, tt.wantRefused)
+			}
+		})
+	}
+}
+
+// TestKubeletConfigFile runs staticlet from a KubeletConfiguration as
+// kubeadm writes it: its staticPodPath's pods run, the fields without
+// meaning here are named in one warning, /healthz answers on its port.
+func TestKubeletConfigFile(t *testing.T) {
+	e := newEnv(t)
+	port := freePort(t)
+	file := filepath.Join(e.dir, "kubelet-config.yaml")
+	if err := os.WriteFile(file, []byte(kubeadmFile(e.ctrd.Address, e.logs, port)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.write("web.yaml", sleeperPod("web", "cfg", false))
+	// No --manifest-dir, --containerd-address or --pod-logs-dir: those
+	// come from the file.
+	d := e.startFlags(append([]string{"run", "--config", file,
+		"--root-dir", e.root,
+		"--node-name", testNode,
+		"--log-level", "debug",
+	}, e.net.flags()...))
+	d.waitPod("web-"+testNode, 60*time.Second, "pod from staticPodPath running", running)
+	if _, err := os.Stat(e.logs); err != nil {
+		t.Errorf("podLogsDir %s from the file: %v", e.logs, err)
+	}
+
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+	if err != nil {
+		t.Fatalf("GET /healthz on the healthz port: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
+		t.Errorf("GET /healthz = %d %q, want 200 ok", resp.StatusCode, body)
+	}
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/pods", port)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /pods on the healthz port = %d, want 404: only /healthz is served over TCP", resp.StatusCode)
+		}
+	}
+
+	var warned []string
+	for _, line := range strings.Split(d.out.String(), "\n") {
+		if strings.Contains(line, "evictionHard") {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "clusterDNS") {
+		t.Errorf("log lines naming evictionHard: %q, want one warning (that also names clusterDNS)", warned)
+	}
+	if n := strings.Count(d.out.String(), "cgroupDriver systemd"); n != 1 {
+		t.Errorf("cgroupDriver systemd warned %d times, want once", n)
+	}
+}
+
+// startFlags runs staticlet with exactly args (plus the status socket),
+// for tests whose settings come from elsewhere than the usual flags.
+func (e *env) startFlags(args []string) *daemon {
+	e.t.Helper()
+	d := &daemon{t: e.t, socket: filepath.Join(e.dir, "status.sock"), out: &syncBuffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(binary(e.t), append(args, "--status-socket", d.socket)...)
+	d.cmd.Env = append(os.Environ(), e.extraEnv...)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	if err := d.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	e.t.Cleanup(func() {
+		d.kill()
+		if e.t.Failed() {
+			e.t.Logf("staticlet output:\n%s", d.out.String())
+		}
+	})
+	waitFor(e.t, 30*time.Second, "staticlet ready", func() (bool, string) {
+		err := d.client().Ready(context.Background())
+		return err == nil, fmt.Sprint(err)
+	})
+	return d
+}
