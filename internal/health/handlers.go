@@ -21,7 +21,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -51,14 +50,14 @@ func newCheck(rt Runtime, t pod.ProbeTarget, pr *v1.Probe) (check, error) {
 	case pr.Exec != nil:
 		return execCheck(rt, t.ContainerID, pr.Exec.Command, timeoutOf(pr)), nil
 	case pr.HTTPGet != nil:
-		port, err := resolvePort(pr.HTTPGet.Port, t.Container)
+		port, err := pod.ContainerPort(pr.HTTPGet.Port, t.Container)
 		if err != nil {
 			return nil, err
 		}
 		host, dial := target(rt, t, pr.HTTPGet.Host)
 		return httpCheck(pr.HTTPGet, host, port, dial), nil
 	case pr.TCPSocket != nil:
-		port, err := resolvePort(pr.TCPSocket.Port, t.Container)
+		port, err := pod.ContainerPort(pr.TCPSocket.Port, t.Container)
 		if err != nil {
 			return nil, err
 		}
@@ -101,22 +100,6 @@ func target(rt Runtime, t pod.ProbeTarget, host string) (string, dialFunc) {
 	return "127.0.0.1", func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return rt.DialPod(ctx, id, sb, network, addr)
 	}
-}
-
-// resolvePort is a probe's port as a number, a name being one of c's ports.
-func resolvePort(port intstr.IntOrString, c *v1.Container) (int, error) {
-	if port.Type == intstr.Int {
-		return port.IntValue(), nil
-	}
-	for _, p := range c.Ports {
-		if p.Name == port.StrVal {
-			return int(p.ContainerPort), nil
-		}
-	}
-	if n, err := strconv.Atoi(port.StrVal); err == nil {
-		return n, nil
-	}
-	return 0, fmt.Errorf("unable to find port %q in container %q", port.StrVal, c.Name)
 }
 
 // execCheck runs cmd in container id: exit code 0 is success. The

@@ -14,7 +14,6 @@ import (
 
 	"github.com/moby/sys/signal"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox/netns"
@@ -53,7 +52,7 @@ func (r *Runtime) RunHook(ctx context.Context, id string, req pod.ContainerReque
 // hookHTTPGet sends the GET of an httpGet hook; a 2xx or 3xx answer is
 // success. Redirects are not followed.
 func (r *Runtime) hookHTTPGet(ctx context.Context, id string, req pod.ContainerRequest, g *v1.HTTPGetAction) error {
-	port, err := resolvePort(g.Port, req.Container)
+	port, err := pod.ContainerPort(g.Port, req.Container)
 	if err != nil {
 		return err
 	}
@@ -142,22 +141,6 @@ func (r *Runtime) podNetNS(ctx context.Context, id, sandboxID string) (string, e
 		return "", fmt.Errorf("loading the task of container %s: %w", id, err)
 	}
 	return fmt.Sprintf("/proc/%d/ns/net", t.Pid()), nil
-}
-
-// resolvePort is a hook's port as a number, a name being one of c's ports.
-func resolvePort(port intstr.IntOrString, c *v1.Container) (int, error) {
-	if port.Type == intstr.Int {
-		return port.IntValue(), nil
-	}
-	for _, p := range c.Ports {
-		if p.Name == port.StrVal {
-			return int(p.ContainerPort), nil
-		}
-	}
-	if n, err := strconv.Atoi(port.StrVal); err == nil {
-		return n, nil
-	}
-	return 0, fmt.Errorf("unable to find port %q in container %q", port.StrVal, c.Name)
 }
 
 // stopSignalOf is the signal that stops container c, for its label:
