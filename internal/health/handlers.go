@@ -136,15 +136,7 @@ func execCheck(rt Runtime, id string, cmd []string, timeout time.Duration) check
 // second for every container, and the transport's per-connection
 // goroutines cost more CPU than the exchange itself.
 func httpCheck(g *v1.HTTPGetAction, host string, port int, dial dialFunc) check {
-	u, err := url.Parse(g.Path)
-	if err != nil {
-		u = &url.URL{Path: g.Path}
-	}
-	u.Scheme = strings.ToLower(string(g.Scheme))
-	if u.Scheme == "" {
-		u.Scheme = "http"
-	}
-	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	u := pod.HTTPGetURL(g, host, port)
 	if u.Path == "" {
 		u.Path = "/"
 	}

@@ -2,7 +2,10 @@ package pod
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -24,4 +27,19 @@ func ContainerPort(port intstr.IntOrString, c *v1.Container) (int, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("unable to find port %q in container %q", port.StrVal, c.Name)
+}
+
+// HTTPGetURL is the URL an httpGet probe or hook requests at host and
+// port: the handler's scheme (http unless set) and path, with its query.
+func HTTPGetURL(g *v1.HTTPGetAction, host string, port int) *url.URL {
+	u, err := url.Parse(g.Path)
+	if err != nil {
+		u = &url.URL{Path: g.Path}
+	}
+	u.Scheme = strings.ToLower(string(g.Scheme))
+	if u.Scheme == "" {
+		u.Scheme = "http"
+	}
+	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	return u
 }

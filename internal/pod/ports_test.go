@@ -26,3 +26,19 @@ func TestContainerPort(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPGetURL(t *testing.T) {
+	tests := []struct {
+		get  v1.HTTPGetAction
+		want string
+	}{
+		{v1.HTTPGetAction{Path: "/healthz"}, "http://127.0.0.1:8080/healthz"},
+		{v1.HTTPGetAction{Path: "/health?exclude=NOSPACE&serializable=true", Scheme: v1.URISchemeHTTPS}, "https://127.0.0.1:8080/health?exclude=NOSPACE&serializable=true"},
+		{v1.HTTPGetAction{}, "http://127.0.0.1:8080"},
+	}
+	for _, tt := range tests {
+		if got := HTTPGetURL(&tt.get, "127.0.0.1", 8080).String(); got != tt.want {
+			t.Errorf("HTTPGetURL(%+v) = %q, want %q", tt.get, got, tt.want)
+		}
+	}
+}

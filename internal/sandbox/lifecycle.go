@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/moby/sys/signal"
@@ -65,15 +63,7 @@ func (r *Runtime) hookHTTPGet(ctx context.Context, id string, req pod.ContainerR
 			}
 		}
 	}
-	u, err := url.Parse(g.Path)
-	if err != nil {
-		u = &url.URL{Path: g.Path}
-	}
-	u.Scheme = strings.ToLower(string(g.Scheme))
-	if u.Scheme == "" {
-		u.Scheme = "http"
-	}
-	u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	u := pod.HTTPGetURL(g, host, port)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return fmt.Errorf("building the request for %s: %w", u, err)
