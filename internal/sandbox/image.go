@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/registry"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
@@ -39,8 +40,58 @@ func normalizeRef(ref string) (string, error) {
 	return named.String(), nil
 }
 
-// resolveImage finds ref in containerd, pulling it as policy says, and makes
-// sure it is unpacked for the snapshotter.
+// ImageNeedsPull tells whether container c's image is to be pulled before
+// it starts: always under policy Always, when it is not present under
+// IfNotPresent, never under Never (StartContainer then says the image is
+// missing).
+func (r *Runtime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, error) {
+	name, err := normalizeRef(c.Image)
+	if err != nil {
+		return false, err
+	}
+	switch c.ImagePullPolicy {
+	case v1.PullAlways:
+		return true, nil
+	case v1.PullNever:
+		return false, nil
+	}
+	_, err = r.localImage(ctx, name)
+	switch {
+	case err == nil:
+		return false, nil
+	case errdefs.IsNotFound(err):
+		return true, nil
+	default:
+		return false, fmt.Errorf("looking up image %s: %w", c.Image, err)
+	}
+}
+
+// PullImage pulls container c's image, joining a pull of it in flight. When
+// the pull fails under policy Always but an image of that name is present,
+// it returns the error with present set: the container may run what the
+// node has (an air-gapped node keeps running its pods).
+func (r *Runtime) PullImage(ctx context.Context, c *v1.Container) (present bool, err error) {
+	name, err := normalizeRef(c.Image)
+	if err != nil {
+		return false, err
+	}
+	_, err = r.pull(ctx, name)
+	if err == nil {
+		return false, nil
+	}
+	err = &pod.WaitingError{Reason: "ErrImagePull", Err: fmt.Errorf("pulling image %q: %w", c.Image, err)}
+	if c.ImagePullPolicy == v1.PullAlways {
+		if _, lerr := r.localImage(ctx, name); lerr == nil {
+			return true, err
+		}
+	}
+	return false, err
+}
+
+// resolveImage finds ref in containerd and makes sure it is unpacked for
+// the snapshotter. An image already present is used whatever the policy
+// (PullImage has run before, as policy said); a missing one is pulled,
+// unless policy is Never.
 func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPolicy) (*resolvedImage, error) {
 	name, err := normalizeRef(ref)
 	if err != nil {
@@ -48,23 +99,15 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 	}
 	img, err := r.localImage(ctx, name)
 	switch {
-	case err == nil && policy != v1.PullAlways:
-	case err != nil && !errdefs.IsNotFound(err):
+	case err == nil:
+	case !errdefs.IsNotFound(err):
 		return nil, fmt.Errorf("looking up image %s: %w", ref, err)
 	case policy == v1.PullNever:
 		return nil, &pod.WaitingError{Reason: "ErrImageNeverPull",
 			Err: fmt.Errorf("container image %q is not present with pull policy of Never", ref)}
 	default:
-		pulled, perr := r.pull(ctx, name)
-		switch {
-		case perr == nil:
-			img = pulled
-		case img != nil:
-			// Always, but the registry is out of reach: run what this node
-			// already has rather than nothing, and say so.
-			r.cfg.Logger.Warn("pull failed; using the image already present", "image", ref, "err", perr)
-		default:
-			return nil, &pod.WaitingError{Reason: "ErrImagePull", Err: fmt.Errorf("pulling image %q: %w", ref, perr)}
+		if img, err = r.pull(ctx, name); err != nil {
+			return nil, &pod.WaitingError{Reason: "ErrImagePull", Err: fmt.Errorf("pulling image %q: %w", ref, err)}
 		}
 	}
 	digest := img.Target().Digest.String()
@@ -136,11 +179,18 @@ func (r *Runtime) localImage(ctx context.Context, name string) (client.Image, er
 // that many pods wanting one image cause one download.
 func (r *Runtime) pull(ctx context.Context, name string) (client.Image, error) {
 	return r.pulls.do(ctx, name, func(ctx context.Context) (client.Image, error) {
-		ctx, cancel := context.WithTimeout(ctx, pullTimeout)
+		// pullTimeout, not the shorter per-call deadline: a big image
+		// takes a while.
+		ctx, cancel := context.WithTimeout(r.nsContext(ctx), pullTimeout)
 		defer cancel()
-		ctx, cancelNS := r.call(ctx)
-		defer cancelNS()
-		return r.client.Pull(ctx, name, client.WithPullUnpack, client.WithPullSnapshotter(r.cfg.Snapshotter))
+		// Credentials and hosts are read again for every pull, so that a
+		// fixed file counts at the next retry.
+		resolver, err := registry.NewResolver(ctx, r.registry)
+		if err != nil {
+			return nil, err
+		}
+		return r.client.Pull(ctx, name, client.WithResolver(resolver), client.WithPullUnpack,
+			client.WithPullSnapshotter(r.cfg.Snapshotter), client.WithPullLabel(LabelImageSource, ImageSourcePull))
 	})
 }
 

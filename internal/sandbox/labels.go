@@ -8,6 +8,13 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
+// LabelImageSource is on containerd image records staticlet creates: where
+// the image came from, ImageSourcePull or "import:" and the file's name.
+const LabelImageSource = labelPrefix + "source"
+
+// ImageSourcePull is LabelImageSource's value on a pulled image.
+const ImageSourcePull = "pull"
+
 // podLabels are the labels every container of p carries.
 func podLabels(p *pod.Pod, kind pod.ContainerKind) map[string]string {
 	return map[string]string{

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/staticlet/staticlet/internal/sandbox/registry"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
@@ -93,6 +94,13 @@ type Config struct {
 	// ResolvConf is the host's resolver configuration, the base of pods'
 	// /etc/resolv.conf; default /etc/resolv.conf.
 	ResolvConf string
+	// CredentialsFile, when set, is the only docker config file read for
+	// registry credentials; otherwise the kubelet's search path is used
+	// (config.json in RootDir, ~/.docker and /.docker, then .dockercfg).
+	CredentialsFile string
+	// RegistryConfigDir is a directory of containerd-style hosts.toml
+	// files (mirrors, CA files, plain HTTP); none when empty.
+	RegistryConfigDir string
 	// Network, when set, connects each pod off the host network to a host
 	// bridge with addresses of its own; nil leaves such pods with loopback
 	// only.
@@ -109,6 +117,8 @@ type Runtime struct {
 	client *client.Client
 	pulls  *pullGroup
 	images imageCache
+	// registry says where pulls go and with which credentials.
+	registry registry.Config
 	// caps are the capabilities staticlet holds, the most a container can
 	// be given.
 	caps []string
@@ -189,7 +199,12 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		c.Close()
 		return nil, err
 	}
-	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), caps: caps, node: node, cgroups: cgroups, resources: resources, network: network}, nil
+	home, _ := os.UserHomeDir() // none under a bare service manager: skipped
+	reg := registry.Config{
+		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
+		HostsDir:        cfg.RegistryConfigDir,
+	}
+	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, network: network}, nil
 }
 
 // nodeFacts reads the node's capacity: what a resource limit that is not
