@@ -57,6 +57,8 @@ type runConfig struct {
 	healthzAddress      string
 	shutdownGracePeriod time.Duration
 	maxPods             int
+	imageCredentials    string
+	registryConfigDir   string
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -116,6 +118,8 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
 	f.StringVar(&cfg.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
 	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "time pods get to stop when the node shuts down (stored; not acted on yet)")
+	f.StringVar(&cfg.imageCredentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
+	f.StringVar(&cfg.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
@@ -164,6 +168,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		HostIP:               nodeIP,
 		ResolvConf:           cfg.resolvConf,
 		AllowedUnsafeSysctls: cfg.unsafeSysctls,
+		CredentialsFile:      cfg.imageCredentials,
+		RegistryConfigDir:    cfg.registryConfigDir,
 		Network:              network,
 		Logger:               logger,
 	})

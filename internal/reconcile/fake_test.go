@@ -54,6 +54,12 @@ func (c call) String() string {
 		return "remove " + c.id
 	case "files", "delete":
 		return c.op + " " + c.pod.String()
+	case "pull":
+		s := "pull " + c.name
+		if c.err != nil {
+			s += " failed"
+		}
+		return s
 	case "event":
 		return "event " + c.event.Reason + " " + c.event.Container
 	}
@@ -101,6 +107,11 @@ type fakeRuntime struct {
 	createErr error               // CreateSandbox fails
 	hooks     map[string]fakeHook // how RunHook behaves, by "<hook> <container name>"
 	problems  []string
+	// Images: all are present but those in missing; a pull of an image in
+	// pullErr fails, and every pull waits for pullGate when it is not nil.
+	missing  map[string]bool
+	pullErr  map[string]error
+	pullGate chan struct{}
 }
 
 // fakeHook is how one lifecycle hook behaves in the fake runtime.
@@ -111,7 +122,7 @@ type fakeHook struct {
 
 func newFakeRuntime(log *callLog, exits chan<- pod.TaskExit) *fakeRuntime {
 	return &fakeRuntime{log: log, exits: exits, recs: map[string]*pod.Record{}, order: map[string]int{}, startErr: map[string]error{},
-		hooks: map[string]fakeHook{}}
+		hooks: map[string]fakeHook{}, missing: map[string]bool{}, pullErr: map[string]error{}}
 }
 
 func (f *fakeRuntime) newID(prefix string) string {
@@ -238,6 +249,50 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerReque
 	c.id = rec.ID
 	f.log.add(c)
 	return rec, nil
+}
+
+func (f *fakeRuntime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch c.ImagePullPolicy {
+	case v1.PullAlways:
+		return true, nil
+	case v1.PullNever:
+		return false, nil
+	}
+	return f.missing[c.Image], nil
+}
+
+// PullImage is logged as "pull <image>", with " failed" when it fails.
+func (f *fakeRuntime) PullImage(ctx context.Context, c *v1.Container) (bool, error) {
+	f.mu.Lock()
+	gate := f.pullGate
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.pullErr[c.Image]
+	f.log.add(call{op: "pull", name: c.Image, err: err})
+	if err != nil {
+		return c.ImagePullPolicy == v1.PullAlways && !f.missing[c.Image], err
+	}
+	delete(f.missing, c.Image)
+	return false, nil
+}
+
+// setImage makes image present or missing, and its pulls fail with
+// pullErr when that is not nil.
+func (f *fakeRuntime) setImage(image string, present bool, pullErr error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.missing[image] = !present
+	f.pullErr[image] = pullErr
 }
 
 func (f *fakeRuntime) StopContainer(ctx context.Context, id string, grace time.Duration) error {

@@ -34,6 +34,15 @@ type Runtime interface {
 	// unless they share its PID namespace.
 	CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error)
 	StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error)
+	// ImageNeedsPull tells whether container c's image is to be pulled
+	// before it starts, as its pull policy says.
+	ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, error)
+	// PullImage pulls c's image. When the pull fails but an image of that
+	// name is present and may run instead, it returns the error with
+	// present set.
+	PullImage(ctx context.Context, c *v1.Container) (present bool, err error)
+	// StartContainer starts a container; its image is pulled first if it
+	// is missing, unless its policy is Never.
 	StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error)
 	// StopContainer sends container id its stop signal, then SIGKILL once
 	// grace has passed; it runs no hook.

@@ -609,25 +609,15 @@ func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, v view, c
 	if retry := w.waiting[c.Name].retryAt; retry.After(w.now()) {
 		return &retryLater{at: retry}
 	}
+	if err := w.ensureImage(ctx, p, sb, c); err != nil {
+		return w.startFailed(p, c, err)
+	}
 	attempt := max(st.attempt, w.attempts[c.Name])
 	start := time.Now()
 	rec, err := w.rt.StartContainer(ctx, pod.ContainerRequest{Pod: p, Sandbox: sb, Container: c, Kind: kind, Attempt: attempt})
 	w.log.Debug("started container", "container", c.Name, "took", time.Since(start), "err", err)
 	if err != nil {
-		reason := pod.WaitingReason(err, "CreateContainerError")
-		cur := w.waiting[c.Name]
-		if cur.message != err.Error() {
-			w.event(c.Name, pod.EventWarning, "Failed", err.Error())
-		}
-		// Failed starts back off like crashes, so that a missing image is not
-		// pulled again every second.
-		failures := cur.failures + 1
-		retry := w.backoff.Delay(failures)
-		if reason == "ErrImagePull" && failures > 1 {
-			reason = "ImagePullBackOff"
-		}
-		w.waiting[c.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: w.now().Add(retry)}
-		return &retryLater{at: w.now().Add(retry), err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
+		return w.startFailed(p, c, err)
 	}
 	delete(w.waiting, c.Name)
 	delete(w.attempts, c.Name)
@@ -636,6 +626,25 @@ func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, v view, c
 		return w.postStart(ctx, rec, pod.ContainerRequest{Pod: p, Sandbox: sb, Container: c, Kind: kind, Attempt: attempt})
 	}
 	return nil
+}
+
+// startFailed records why container c could not start, and when to try
+// again: failed starts back off like crashes, so that a missing image is
+// not pulled again every second.
+func (w *worker) startFailed(p *pod.Pod, c *v1.Container, err error) error {
+	reason := pod.WaitingReason(err, "CreateContainerError")
+	cur := w.waiting[c.Name]
+	if cur.message != err.Error() {
+		w.event(c.Name, pod.EventWarning, "Failed", err.Error())
+	}
+	failures := cur.failures + 1
+	retry := w.backoff.Delay(failures)
+	if reason == "ErrImagePull" && failures > 1 {
+		reason = "ImagePullBackOff"
+		w.event(c.Name, pod.EventNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", c.Image))
+	}
+	w.waiting[c.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: w.now().Add(retry)}
+	return &retryLater{at: w.now().Add(retry), err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
 }
 
 // removeUnwanted stops and removes containers the spec no longer has, and
