@@ -56,6 +56,11 @@ func (r *Runtime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, er
 		return false, nil
 	}
 	_, err = r.localImage(ctx, name)
+	if errdefs.IsNotFound(err) && r.awaitImports(ctx) {
+		// An image file being imported may hold it: look again before
+		// asking a registry.
+		_, err = r.localImage(ctx, name)
+	}
 	switch {
 	case err == nil:
 		return false, nil
@@ -98,6 +103,9 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 		return nil, err
 	}
 	img, err := r.localImage(ctx, name)
+	if errdefs.IsNotFound(err) && r.awaitImports(ctx) {
+		img, err = r.localImage(ctx, name)
+	}
 	switch {
 	case err == nil:
 	case !errdefs.IsNotFound(err):
@@ -143,6 +151,17 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 	}
 	r.images.put(img.Name(), digest, resolved)
 	return resolved, nil
+}
+
+// awaitImports waits, at most pullTimeout, for the image files being
+// imported; it reports whether there were any.
+func (r *Runtime) awaitImports(ctx context.Context) bool {
+	if r.cfg.AwaitImports == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
+	defer cancel()
+	return r.cfg.AwaitImports(ctx)
 }
 
 // imageCache remembers images already checked unpacked and read, by name

@@ -105,6 +105,11 @@ type Config struct {
 	// bridge with addresses of its own; nil leaves such pods with loopback
 	// only.
 	Network *NetworkConfig
+	// AwaitImports, when set, is asked before an image that containerd
+	// does not have is pulled or reported missing: it blocks while image
+	// files are being imported (ctx bounds the wait) and reports whether
+	// it waited, so that the image is looked for again first.
+	AwaitImports func(ctx context.Context) bool
 	// CallTimeout bounds each containerd call; default 30s.
 	CallTimeout time.Duration
 	// Logger receives what is worth knowing and not an error of a call.

@@ -1,0 +1,165 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/archive/compression"
+	"github.com/containerd/errdefs"
+	"github.com/distribution/reference"
+)
+
+// importTimeout bounds importing and unpacking one archive, which may be
+// large and is read from a local disk.
+const importTimeout = 10 * time.Minute
+
+// SourceImportPrefix starts the LabelImageSource of an imported image; the
+// archive's file name follows.
+const SourceImportPrefix = "import:"
+
+// ImportedImage is one image an archive held, as containerd now has it.
+type ImportedImage struct {
+	// Name is the image's full name, as a manifest's image normalizes to.
+	Name string
+	// Digest is the digest of its manifest (or index).
+	Digest string
+}
+
+// ImageInfo describes an image in staticlet's containerd namespace.
+type ImageInfo struct {
+	Name   string
+	Digest string
+	// Size is the size of its content for this platform, compressed.
+	Size int64
+	// Source is its LabelImageSource; empty when staticlet did not label it.
+	Source  string
+	Created time.Time
+}
+
+// ImportArchive imports the images of an archive into containerd and
+// unpacks them for the snapshotter. The archive is a docker save tar or an
+// OCI image layout tar, plain or compressed with gzip or zstd (detected from
+// its first bytes). Each image is labelled as imported from source, a file
+// name. Image names are normalized as a manifest's image is: a docker save
+// RepoTag by containerd, and an OCI index's io.containerd.image.name or
+// org.opencontainers.image.ref.name here; a ref.name that is only a tag
+// names no image. An archive that names no image is an error.
+func (r *Runtime) ImportArchive(ctx context.Context, rd io.Reader, source string) ([]ImportedImage, error) {
+	stream, err := compression.DecompressStream(rd)
+	if err != nil {
+		return nil, fmt.Errorf("importing %s: detecting its compression: %w", source, err)
+	}
+	defer stream.Close()
+	ctx, cancel := context.WithTimeout(r.nsContext(ctx), importTimeout)
+	defer cancel()
+	labels := map[string]string{LabelImageSource: SourceImportPrefix + source}
+	imgs, err := r.client.Import(ctx, stream,
+		client.WithImageRefTranslator(ociRefName),
+		client.WithImageLabels(labels))
+	if err != nil {
+		return nil, fmt.Errorf("importing %s: %w", source, err)
+	}
+	if len(imgs) == 0 {
+		return nil, fmt.Errorf("importing %s: the archive names no image (an OCI index needs "+
+			"io.containerd.image.name or a full org.opencontainers.image.ref.name)", source)
+	}
+	var out []ImportedImage
+	for _, img := range imgs {
+		img, err := r.normalizeImported(ctx, img)
+		if err != nil {
+			return nil, fmt.Errorf("importing %s: %w", source, err)
+		}
+		if err := client.NewImage(r.client, img).Unpack(ctx, r.cfg.Snapshotter); err != nil {
+			return nil, fmt.Errorf("importing %s: unpacking image %s: %w", source, img.Name, err)
+		}
+		out = append(out, ImportedImage{Name: img.Name, Digest: img.Target.Digest.String()})
+	}
+	slices.SortFunc(out, func(a, b ImportedImage) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b ImportedImage) bool { return a.Name == b.Name }), nil
+}
+
+// ociRefName turns an OCI index's org.opencontainers.image.ref.name into an
+// image name. A bare tag ("v1", "latest"), which OCI layouts commonly
+// carry, names no image: it gives "".
+func ociRefName(ref string) string {
+	if !strings.ContainsAny(ref, "/:@") {
+		return ""
+	}
+	named, err := reference.ParseDockerRef(ref)
+	if err != nil {
+		return ""
+	}
+	return named.String()
+}
+
+// normalizeImported renames img to the name a manifest's image normalizes
+// to, when the archive named it otherwise (io.containerd.image.name
+// "busybox:1" is stored as it is by containerd).
+func (r *Runtime) normalizeImported(ctx context.Context, img images.Image) (images.Image, error) {
+	named, err := reference.ParseDockerRef(img.Name)
+	if err != nil {
+		return img, fmt.Errorf("image name %q: %w", img.Name, err)
+	}
+	if named.String() == img.Name {
+		return img, nil
+	}
+	is := r.client.ImageService()
+	old := img.Name
+	img.Name = named.String()
+	updated, err := is.Update(ctx, img, "target", "labels")
+	if errdefs.IsNotFound(err) {
+		updated, err = is.Create(ctx, img)
+	}
+	if err != nil {
+		return img, fmt.Errorf("naming image %s as %s: %w", old, img.Name, err)
+	}
+	if err := is.Delete(ctx, old); err != nil && !errdefs.IsNotFound(err) {
+		return updated, fmt.Errorf("removing image name %s for %s: %w", old, img.Name, err)
+	}
+	return updated, nil
+}
+
+// HasImage reports whether containerd has an image called name (a full
+// name, as ImportArchive returns).
+func (r *Runtime) HasImage(ctx context.Context, name string) (bool, error) {
+	_, err := r.localImage(ctx, name)
+	switch {
+	case err == nil:
+		return true, nil
+	case errdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("looking up image %s: %w", name, err)
+	}
+}
+
+// ListImages returns the images in staticlet's namespace, sorted by name.
+// An image whose size cannot be computed (its content for this platform is
+// incomplete) is listed with size 0.
+func (r *Runtime) ListImages(ctx context.Context) ([]ImageInfo, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	imgs, err := r.client.ImageService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	out := make([]ImageInfo, 0, len(imgs))
+	for _, img := range imgs {
+		size, _ := client.NewImage(r.client, img).Size(ctx)
+		out = append(out, ImageInfo{
+			Name:    img.Name,
+			Digest:  img.Target.Digest.String(),
+			Size:    size,
+			Source:  img.Labels[LabelImageSource],
+			Created: img.CreatedAt,
+		})
+	}
+	slices.SortFunc(out, func(a, b ImageInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
