@@ -80,6 +80,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
+	// ImagesArrived carries the full names of images that became present
+	// (imported from files): containers waiting for one of them retry at
+	// once instead of after their backoff. Nil when nothing sends.
+	ImagesArrived <-chan []string
 }
 
 // Reconciler runs the control loop.
@@ -223,6 +227,10 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		case w := <-done:
 			if workers[w.key] == w {
 				delete(workers, w.key)
+			}
+		case names := <-r.cfg.ImagesArrived:
+			for _, w := range workers {
+				w.imagesArrived(names)
 			}
 		case <-resync.C:
 			for _, w := range workers {

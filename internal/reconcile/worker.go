@@ -40,6 +40,7 @@ type worker struct {
 	exited  bool                  // the goroutine has returned after removing the pod
 	hook    *runningHook          // the postStart hook being waited on, if any
 	probes  map[string]probeState // probe results by container ID, noted by the loop
+	arrived map[string]bool       // images that arrived since the last pass, by full name
 
 	// Owned by the worker's goroutine.
 	last     *pod.Pod           // the last desired pod, for its grace period once it is removed
@@ -120,7 +121,10 @@ func (w *worker) run(ctx context.Context) {
 		}
 		w.mu.Lock()
 		p := w.desired
+		arrived := w.arrived
+		w.arrived = nil
 		w.mu.Unlock()
+		w.retryArrived(p, arrived)
 
 		var again time.Duration
 		var err error
