@@ -40,8 +40,8 @@ func (f *clientFlags) podName(name string) string {
 func (f *clientFlags) client() *status.Client { return status.NewClient(f.socket) }
 
 func getCommand() *cobra.Command {
-	get := &cobra.Command{Use: "get", Short: "List pods or manifests"}
-	get.AddCommand(getPodsCommand(), getManifestsCommand())
+	get := &cobra.Command{Use: "get", Short: "List pods, manifests or images"}
+	get.AddCommand(getPodsCommand(), getManifestsCommand(), getImagesCommand())
 	return get
 }
 
@@ -109,6 +109,36 @@ func getManifestsCommand() *cobra.Command {
 		},
 	}
 	cf.add(cmd)
+	return cmd
+}
+
+func getImagesCommand() *cobra.Command {
+	var (
+		cf     clientFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:     "images",
+		Aliases: []string{"image"},
+		Short:   "List images with where each came from, and import files that failed",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			list, err := cf.client().Images(cmd.Context())
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "":
+				return status.PrintImages(cmd.OutOrStdout(), list)
+			case "json", "yaml":
+				return status.PrintObject(cmd.OutOrStdout(), list, output)
+			default:
+				return fmt.Errorf("unknown output format %q: use json or yaml", output)
+			}
+		},
+	}
+	cf.add(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
 	return cmd
 }
 

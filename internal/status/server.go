@@ -63,6 +63,8 @@ type ServerConfig struct {
 	Health func(ctx context.Context) error
 	// Logs streams container logs; nil makes the log endpoint answer 501.
 	Logs LogOpener
+	// Images lists the runtime's images for GET /images; nil lists none.
+	Images ImageLister
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -93,6 +95,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /pods/{name}/log", s.podLog)
 	mux.HandleFunc("GET /manifests", s.manifests)
 	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("GET /images", s.images)
 	return mux
 }
 

@@ -49,6 +49,7 @@ type Store struct {
 	events    []pod.Event // ring buffer, len <= maxEvents
 	next      int         // index in events of the next write once full
 	manifests []Manifest
+	imports   []ImportFile
 	ready     bool
 }
 

@@ -1,0 +1,164 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Image sources, as the runtime labels images.
+const (
+	SourcePull         = "pull"
+	SourceImportPrefix = "import:"
+)
+
+// Image is an image in staticlet's containerd namespace.
+type Image struct {
+	Name string `json:"name"`
+	// ID is the digest of its manifest.
+	ID   string `json:"id"`
+	Size int64  `json:"size"`
+	// Source is where staticlet got it: SourcePull, SourceImportPrefix and
+	// the file name, or empty when staticlet did not get it itself.
+	Source  string    `json:"source,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+}
+
+// ImportFile is the result of one file of the image import directory.
+type ImportFile struct {
+	Path string `json:"path"`
+	// Digest is the sha256 of the file's content.
+	Digest string   `json:"digest,omitempty"`
+	Images []string `json:"images,omitempty"`
+	// Time is when it was imported, or when it failed.
+	Time  time.Time `json:"time,omitzero"`
+	Error string    `json:"error,omitempty"`
+	// Earlier is the file the same content was imported from before, when
+	// it was not imported again for this one.
+	Earlier string `json:"earlier,omitempty"`
+}
+
+// ImageList is the answer of GET /images.
+type ImageList struct {
+	Images  []Image      `json:"images"`
+	Imports []ImportFile `json:"imports"`
+}
+
+// ImageLister lists the images of the runtime.
+type ImageLister func(ctx context.Context) ([]Image, error)
+
+// SetImports replaces the results of the image import directory. The store
+// keeps a copy.
+func (s *Store) SetImports(files []ImportFile) {
+	c := cloneImports(files)
+	s.mu.Lock()
+	s.imports = c
+	s.mu.Unlock()
+	s.notify()
+}
+
+// Imports returns a copy of the results of the image import directory,
+// never nil.
+func (s *Store) Imports() []ImportFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneImports(s.imports)
+}
+
+func cloneImports(files []ImportFile) []ImportFile {
+	out := make([]ImportFile, len(files))
+	for i, f := range files {
+		f.Images = slices.Clone(f.Images)
+		out[i] = f
+	}
+	return out
+}
+
+func (s *Server) images(w http.ResponseWriter, r *http.Request) {
+	list := ImageList{Images: []Image{}, Imports: s.cfg.Store.Imports()}
+	if s.cfg.Images != nil {
+		imgs, err := s.cfg.Images(r.Context())
+		if err != nil {
+			s.writeError(w, r, http.StatusServiceUnavailable, "listing images: %v", err)
+			return
+		}
+		list.Images = imgs
+	}
+	s.writeJSON(w, r, http.StatusOK, list)
+}
+
+// Images returns the images in containerd and the results of the image
+// import directory.
+func (c *Client) Images(ctx context.Context) (*ImageList, error) {
+	var list ImageList
+	if err := c.getJSON(ctx, "/images", &list); err != nil {
+		return nil, fmt.Errorf("listing images: %w", err)
+	}
+	return &list, nil
+}
+
+// PrintImages writes the images as a table: NAME ID SIZE SOURCE, the ID
+// shortened to 12 hex digits as crictl does; then, if some import file
+// failed, those files under FILE ERROR.
+func PrintImages(w io.Writer, list *ImageList) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tID\tSIZE\tSOURCE")
+	for _, img := range list.Images {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", img.Name, shortDigest(img.ID), humanSize(img.Size), sourceText(img.Source))
+	}
+	var failed []ImportFile
+	for _, f := range list.Imports {
+		if f.Error != "" {
+			failed = append(failed, f)
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintln(tw, "\nFILE\tERROR")
+		for _, f := range failed {
+			fmt.Fprintf(tw, "%s\t%s\n", filepath.Base(f.Path), strings.Join(strings.Fields(f.Error), " "))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing images: %w", err)
+	}
+	return nil
+}
+
+func shortDigest(d string) string {
+	_, hex, ok := strings.Cut(d, ":")
+	if !ok {
+		hex = d
+	}
+	if len(hex) > 12 {
+		hex = hex[:12]
+	}
+	return orNone(hex)
+}
+
+func sourceText(src string) string {
+	switch {
+	case src == SourcePull:
+		return "pulled"
+	case strings.HasPrefix(src, SourceImportPrefix):
+		return "imported from " + strings.TrimPrefix(src, SourceImportPrefix)
+	}
+	return orNone(src)
+}
+
+// humanSize writes n bytes in decimal units with three significant digits,
+// as crictl and docker do ("4.26MB").
+func humanSize(n int64) string {
+	units := []string{"B", "kB", "MB", "GB", "TB"}
+	f := float64(n)
+	i := 0
+	for f >= 999.5 && i < len(units)-1 { // 999.5 would print as 1e+03
+		f /= 1000
+		i++
+	}
+	return fmt.Sprintf("%.3g%s", f, units[i])
+}
