@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/health"
+	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/sandbox"
@@ -59,6 +61,7 @@ type runConfig struct {
 	maxPods             int
 	imageCredentials    string
 	registryConfigDir   string
+	imageImportDir      string // default <root-dir>/images
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -120,6 +123,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "time pods get to stop when the node shuts down (stored; not acted on yet)")
 	f.StringVar(&cfg.imageCredentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
 	f.StringVar(&cfg.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
+	f.StringVar(&cfg.imageImportDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
@@ -159,6 +163,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	// imports is set before anything can call AwaitImports: the runtime
+	// resolves no image before the errgroup below starts.
+	var imports *images.Dir
 	rt, err := sandbox.New(ctx, sandbox.Config{
 		Address:              strings.TrimPrefix(cfg.containerdAddress, "unix://"),
 		Namespace:            cfg.containerdNS,
@@ -171,6 +178,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		CredentialsFile:      cfg.imageCredentials,
 		RegistryConfigDir:    cfg.registryConfigDir,
 		Network:              network,
+		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
 		Logger:               logger,
 	})
 	if err != nil {
@@ -182,6 +190,18 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		logger.Warn("removing stale sandbox namespaces", "err", err)
 	}
 
+	if cfg.imageImportDir == "" {
+		cfg.imageImportDir = filepath.Join(cfg.rootDir, "images")
+	}
+	imports = images.New(images.Config{
+		Path:      cfg.imageImportDir,
+		StateFile: filepath.Join(cfg.rootDir, importStateFile),
+		Importer:  importRuntime{rt},
+		Resync:    cfg.fileCheckFrequency,
+		Logger:    logger,
+	})
+	arrived := make(chan []string)
+
 	store := status.NewStore()
 	rep := reporter{store: store, logger: logger}
 	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Logger: logger})
@@ -192,6 +212,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Resync:   cfg.fileCheckFrequency,
 		HostIP:   nodeIP,
 		Logger:   logger,
+
+		ImagesArrived: arrived,
 	})
 	sources, err := manifestSources(cfg, logger)
 	if err != nil {
@@ -208,6 +230,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 			return rt.Ping(ctx)
 		},
 		Logs:   logOpener(store, cfg.podLogsDir),
+		Images: imageLister(rt),
 		Logger: logger,
 	})
 	healthzLn, err := listenHealthz(cfg.healthzAddress)
@@ -229,6 +252,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return merge(ctx, snapshots, names, desired, store, logger) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
+	importUpdates := make(chan images.Update)
+	g.Go(func() error { return imports.Run(ctx, importUpdates) })
+	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })
 	admitted := desired
 	if cfg.maxPods > 0 {
 		admitted = make(chan []*pod.Pod)

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/status"
+)
+
+// importStateFile, under --root-dir, records the image files imported.
+const importStateFile = "image-imports.json"
+
+// importRuntime is the runtime as the image import directory uses it.
+type importRuntime struct{ rt *sandbox.Runtime }
+
+func (i importRuntime) ImportArchive(ctx context.Context, r io.Reader, source string) ([]string, error) {
+	imgs, err := i.rt.ImportArchive(ctx, r, source)
+	names := make([]string, len(imgs))
+	for j, img := range imgs {
+		names[j] = img.Name
+	}
+	return names, err
+}
+
+func (i importRuntime) HasImage(ctx context.Context, name string) (bool, error) {
+	return i.rt.HasImage(ctx, name)
+}
+
+// imageLister lists the runtime's images for the status socket.
+func imageLister(rt *sandbox.Runtime) status.ImageLister {
+	return func(ctx context.Context) ([]status.Image, error) {
+		infos, err := rt.ListImages(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]status.Image, len(infos))
+		for i, info := range infos {
+			out[i] = status.Image{Name: info.Name, ID: info.Digest, Size: info.Size, Source: info.Source, Created: info.Created}
+		}
+		return out, nil
+	}
+}
+
+// reportImports hands the import directory's results to the status store,
+// makes an event of each file imported or failed, and tells the reconciler
+// which images arrived, until ctx ends.
+func reportImports(ctx context.Context, updates <-chan images.Update, store *status.Store, rep reporter, arrived chan<- []string) error {
+	for {
+		var u images.Update
+		select {
+		case <-ctx.Done():
+			return nil
+		case u = <-updates:
+		}
+		files := make([]status.ImportFile, len(u.Files))
+		for i, f := range u.Files {
+			files[i] = status.ImportFile{Path: f.Path, Digest: f.Digest, Images: f.Images, Time: f.Time, Error: f.Error, Earlier: f.Earlier}
+		}
+		store.SetImports(files)
+		var names []string
+		for _, f := range u.Done {
+			rep.Event(importEvent(f))
+			names = append(names, f.Images...)
+		}
+		if len(names) == 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case arrived <- names:
+		}
+	}
+}
+
+// importEvent is the event of a file imported (Normal Imported) or failed
+// (Warning ImportFailed); it belongs to no pod.
+func importEvent(f images.FileResult) pod.Event {
+	file := filepath.Base(f.Path)
+	if f.Error != "" {
+		return pod.Event{Time: eventTime(f.Time), Type: pod.EventWarning, Reason: "ImportFailed",
+			Message: fmt.Sprintf("Failed to import image file %s: %s", file, f.Error)}
+	}
+	return pod.Event{Time: eventTime(f.Time), Type: pod.EventNormal, Reason: "Imported",
+		Message: fmt.Sprintf("Imported %s from image file %s", strings.Join(f.Images, ", "), file)}
+}
+
+func eventTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}

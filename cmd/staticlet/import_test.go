@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/testimage"
+)
+
+// importPod is a pod running image with pull policy policy; no registry is
+// reachable, so it runs only once the image is imported.
+func importPod(name, image, policy string) string {
+	return strings.Replace(sleeperPod(name, "x", true),
+		"    image: localhost/busybox:test\n",
+		"    image: "+image+"\n    imagePullPolicy: "+policy+"\n", 1)
+}
+
+// imageArchive builds the test image named ref as a docker save or OCI
+// archive, compressed by compress ("", "gzip" or "zstd").
+func imageArchive(t *testing.T, ref string, docker bool, compress string) []byte {
+	t.Helper()
+	var oci bytes.Buffer
+	if err := testimage.Build(&oci, testimage.Options{Ref: ref}); err != nil {
+		t.Fatalf("building test image: %v", err)
+	}
+	b := oci.Bytes()
+	if docker {
+		var ds bytes.Buffer
+		if err := testimage.DockerSave(&ds, b); err != nil {
+			t.Fatal(err)
+		}
+		b = ds.Bytes()
+	}
+	var out bytes.Buffer
+	switch compress {
+	case "":
+		return b
+	case "gzip":
+		zw := gzip.NewWriter(&out)
+		if _, err := zw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+	case "zstd":
+		zw, err := zstd.NewWriter(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := zw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.Bytes()
+}
+
+// writeFileAtomic writes a file under a hidden temporary name and renames
+// it into place, as a careful copier does.
+func writeFileAtomic(t *testing.T, dir, name string, b []byte) {
+	t.Helper()
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// events returns the events (of every pod and none) with reason.
+func (d *daemon) events(reason string) []pod.Event {
+	d.t.Helper()
+	all, err := d.client().Events(context.Background(), "")
+	if err != nil {
+		d.t.Fatalf("listing events: %v", err)
+	}
+	var out []pod.Event
+	for _, e := range all {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for an event with reason whose message has text.
+func (d *daemon) waitEvent(reason, text string) pod.Event {
+	d.t.Helper()
+	var found pod.Event
+	waitFor(d.t, 60*time.Second, reason+" event with "+text, func() (bool, string) {
+		for _, e := range d.events(reason) {
+			if strings.Contains(e.Message, text) {
+				found = e
+				return true, ""
+			}
+		}
+		return false, ""
+	})
+	return found
+}
+
+// TestImportDir drops image archives into the import directory: one there
+// at start runs its pod without a failed start, one arriving while a pod
+// waits starts it at once, the same content again is not imported again,
+// and a corrupt one is reported and harms nothing.
+func TestImportDir(t *testing.T) {
+	e := newEnv(t)
+	dir := filepath.Join(e.root, "images") // the default --image-import-dir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFileAtomic(t, dir, "atstart.tar.zst", imageArchive(t, "localhost/atstart:v1", true, "zstd"))
+	e.write("atstart.yaml", importPod("atstart", "localhost/atstart:v1", "IfNotPresent"))
+	d := e.start()
+
+	// At start: imported before the pod's container was started.
+	d.waitPod("atstart-"+testNode, 60*time.Second, "atstart running", running)
+	d.waitEvent("Imported", "localhost/atstart:v1 from image file atstart.tar.zst")
+	for _, ev := range d.events("Failed") {
+		if strings.HasPrefix(ev.Pod, "default/atstart") {
+			t.Errorf("atstart had a failed start: %+v", ev)
+		}
+	}
+
+	// A pod waiting for its image starts once an archive brings it.
+	e.write("imported.yaml", importPod("imported", "localhost/imported:v1", "IfNotPresent"))
+	d.waitPod("imported-"+testNode, 60*time.Second, "imported in ImagePullBackOff", func(p *v1.Pod) bool {
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "ImagePullBackOff"
+	})
+	gz := imageArchive(t, "localhost/imported:v1", false, "gzip")
+	writeFileAtomic(t, dir, "imported.tar.gz", gz)
+	d.waitPod("imported-"+testNode, 60*time.Second, "imported running", running)
+	// It started because the image arrived, not because its backoff ran out.
+	if !strings.Contains(d.out.String(), "image arrived; starting the container without waiting out its backoff") {
+		t.Errorf("no sign in the log that the arrival of the image started the container")
+	}
+
+	// A plain write, for a pod with pull policy Never.
+	e.write("never.yaml", importPod("never", "localhost/plain:v1", "Never"))
+	d.waitPod("never-"+testNode, 60*time.Second, "never waiting", func(p *v1.Pod) bool {
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return w != nil && w.Reason == "ErrImageNeverPull"
+	})
+	if err := os.WriteFile(filepath.Join(dir, "plain.tar"), imageArchive(t, "localhost/plain:v1", true, ""), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitPod("never-"+testNode, 60*time.Second, "never running", running)
+
+	// The same content under another name, and rewritten under its own:
+	// not imported again. The corrupt file written after them tells when
+	// they have been looked at.
+	if err := os.WriteFile(filepath.Join(dir, "copy.tar.gz"), gz, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeFileAtomic(t, dir, "imported.tar.gz", gz)
+	writeFileAtomic(t, dir, "corrupt.tar.gz", gz[:len(gz)/2])
+	failed := d.waitEvent("ImportFailed", "corrupt.tar.gz")
+	if failed.Type != pod.EventWarning || failed.Pod != "" {
+		t.Errorf("ImportFailed event = %+v, want a warning of no pod", failed)
+	}
+	if n := len(d.events("Imported")); n != 3 {
+		t.Errorf("%d Imported events, want 3 (atstart, imported, plain): %+v", n, d.events("Imported"))
+	}
+
+	list, err := d.client().Images(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range list.Imports {
+		if filepath.Base(f.Path) == "copy.tar.gz" && f.Earlier != "imported.tar.gz" {
+			t.Errorf("copy.tar.gz = %+v, want known as imported.tar.gz's content", f)
+		}
+	}
+	out, err := d.cli("get", "images")
+	if err != nil {
+		t.Fatalf("get images: %v\n%s", err, out)
+	}
+	t.Logf("get images:\n%s", out)
+	for _, want := range []string{
+		"localhost/imported:v1", "imported from imported.tar.gz", "imported from atstart.tar.zst",
+		"FILE", "corrupt.tar.gz",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get images =\n%s\nwant %q in it", out, want)
+		}
+	}
+	if out, err := d.cli("get", "images", "-o", "json"); err != nil || !strings.Contains(out, `"source": "import:plain.tar"`) {
+		t.Errorf("get images -o json = %s, %v; want plain.tar's image", out, err)
+	}
+	if out, err := d.cli("describe", "pod", "imported-"+testNode); err != nil || strings.Contains(out, "ImportFailed") {
+		t.Errorf("describe pod = %s, %v; want it without the import events", out, err)
+	}
+	if !d.running() {
+		t.Fatal("staticlet exited")
+	}
+
+	// A restarted staticlet imports nothing again.
+	d.stop()
+	d = e.start()
+	waitFor(t, 60*time.Second, "the import directory listed", func() (bool, string) {
+		list, err := d.client().Images(context.Background())
+		return err == nil && len(list.Imports) == 5, ""
+	})
+	if evs := d.events("Imported"); len(evs) != 0 {
+		t.Errorf("after a restart: Imported events %+v, want none", evs)
+	}
+}
