@@ -108,6 +108,7 @@ type Dir struct {
 	// Owned by Run's goroutine.
 	files  map[string]*fileState // by path
 	listed bool                  // the directory has been listed once
+	done   []FileResult          // imported or failed since the last Update
 }
 
 type fileState struct {
@@ -258,9 +259,8 @@ func (d *Dir) Run(ctx context.Context, out chan<- Update) error {
 
 // pass lists the directory and imports the files that need it. It returns
 // an Update when something changed (always on the first pass that found
-// every file settled), and, when a
-// file was left because it changed too recently, how long until it may
-// have settled.
+// every file settled), and, when a file was left because it changed too
+// recently, how long until it may have settled.
 func (d *Dir) pass(ctx context.Context, retryFailed bool) (*Update, time.Duration) {
 	first := !d.listed
 	entries, err := os.ReadDir(d.cfg.Path)
@@ -269,7 +269,6 @@ func (d *Dir) pass(ctx context.Context, retryFailed bool) (*Update, time.Duratio
 		return nil, 0
 	}
 	changed := first
-	var done []FileResult
 	var unsettled time.Duration
 	present := map[string]bool{}
 	now := time.Now()
@@ -287,7 +286,7 @@ func (d *Dir) pass(ctx context.Context, retryFailed bool) (*Update, time.Duratio
 			if cur := d.files[path]; cur == nil || cur.result.Error != err.Error() {
 				r := FileResult{Path: path, Time: now, Error: err.Error()}
 				d.files[path] = &fileState{result: r}
-				done, changed = append(done, r), true
+				d.done, changed = append(d.done, r), true
 			}
 			continue
 		}
@@ -311,7 +310,7 @@ func (d *Dir) pass(ctx context.Context, retryFailed bool) (*Update, time.Duratio
 		d.files[path] = &fileState{stamp: st, result: r}
 		changed = true
 		if imported || r.Error != "" {
-			done = append(done, r)
+			d.done = append(d.done, r)
 		}
 	}
 	for path := range d.files {
@@ -328,7 +327,9 @@ func (d *Dir) pass(ctx context.Context, retryFailed bool) (*Update, time.Duratio
 	if !changed {
 		return nil, unsettled
 	}
-	return &Update{Files: d.results(), Done: done}, unsettled
+	u := &Update{Files: d.results(), Done: d.done}
+	d.done = nil
+	return u, unsettled
 }
 
 // importFile imports the file at path unless its content was imported
