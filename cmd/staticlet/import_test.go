@@ -1,9 +1,11 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,6 +80,40 @@ func writeFileAtomic(t *testing.T, dir, name string, b []byte) {
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// extractTar unpacks the regular files and directories of a tar archive
+// into dir.
+func extractTar(t *testing.T, archive []byte, dir string) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(hdr.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
@@ -161,6 +197,13 @@ func TestImportDir(t *testing.T) {
 	}
 	d.waitPod("never-"+testNode, 60*time.Second, "never running", running)
 
+	// An OCI image layout directory, unpacked beside and renamed into place.
+	extractTar(t, imageArchive(t, "localhost/layout:v1", false, ""), filepath.Join(dir, ".layout.tmp"))
+	if err := os.Rename(filepath.Join(dir, ".layout.tmp"), filepath.Join(dir, "layout")); err != nil {
+		t.Fatal(err)
+	}
+	d.waitEvent("Imported", "localhost/layout:v1 from image file layout")
+
 	// The same content under another name, and rewritten under its own:
 	// not imported again. The corrupt file written after them tells when
 	// they have been looked at.
@@ -173,8 +216,8 @@ func TestImportDir(t *testing.T) {
 	if failed.Type != pod.EventWarning || failed.Pod != "" {
 		t.Errorf("ImportFailed event = %+v, want a warning of no pod", failed)
 	}
-	if n := len(d.events("Imported")); n != 3 {
-		t.Errorf("%d Imported events, want 3 (atstart, imported, plain): %+v", n, d.events("Imported"))
+	if n := len(d.events("Imported")); n != 4 {
+		t.Errorf("%d Imported events, want 4 (atstart, imported, plain, layout): %+v", n, d.events("Imported"))
 	}
 
 	list, err := d.client().Images(context.Background())
@@ -214,7 +257,7 @@ func TestImportDir(t *testing.T) {
 	d = e.start()
 	waitFor(t, 60*time.Second, "the import directory listed", func() (bool, string) {
 		list, err := d.client().Images(context.Background())
-		return err == nil && len(list.Imports) == 5, ""
+		return err == nil && len(list.Imports) == 6, ""
 	})
 	if evs := d.events("Imported"); len(evs) != 0 {
 		t.Errorf("after a restart: Imported events %+v, want none", evs)
