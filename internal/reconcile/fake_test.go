@@ -519,6 +519,12 @@ type harness struct {
 	// verdicts is where a test plays the prober.
 	verdicts chan pod.ProbeVerdict
 	prober   *fakeProber
+	// rec is the Reconciler under test; stop cancels its Run, whose
+	// result runErr holds once runDone is closed.
+	rec     *Reconciler
+	stop    context.CancelFunc
+	runDone chan struct{}
+	runErr  error
 }
 
 // fakeProber records what the reconciler asks to be probed.
@@ -572,14 +578,18 @@ func newHarness(t *testing.T, cfg Config, recs ...pod.Record) *harness {
 	if cfg.HostIP == "" {
 		cfg.HostIP = "10.0.0.5"
 	}
-	r := New(cfg)
+	h.rec = New(cfg)
 	ctx, cancel := context.WithCancel(t.Context())
-	errc := make(chan error, 1)
-	go func() { errc <- r.Run(ctx, h.desired, exits, h.verdicts) }()
+	h.stop, h.runDone = cancel, make(chan struct{})
+	go func() {
+		defer close(h.runDone)
+		h.runErr = h.rec.Run(ctx, h.desired, exits, h.verdicts)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Run = %v, want nil", err)
+		<-h.runDone
+		if h.runErr != nil {
+			t.Errorf("Run = %v, want nil", h.runErr)
 		}
 		h.rt.mu.Lock()
 		defer h.rt.mu.Unlock()

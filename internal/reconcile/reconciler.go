@@ -90,6 +90,11 @@ type Config struct {
 type Reconciler struct {
 	cfg       Config
 	heartbeat atomic.Int64 // unix nanos of the loop's last turn
+
+	// mu guards the fields below, shared by Run and ShutdownNode.
+	mu     sync.Mutex
+	live   map[*worker]bool // the workers whose goroutines run
+	halted bool             // the node is shutting down: pods stay stopped
 }
 
 // New returns a Reconciler; it starts nothing.
@@ -146,6 +151,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		w := newWorker(key, &r.cfg)
 		w.desired = p
 		workers[key] = w
+		r.enlist(w)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -225,6 +231,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 				w.poke()
 			}
 		case w := <-done:
+			r.dismiss(w)
 			if workers[w.key] == w {
 				delete(workers, w.key)
 			}

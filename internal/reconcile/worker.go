@@ -41,6 +41,7 @@ type worker struct {
 	hook    *runningHook          // the postStart hook being waited on, if any
 	probes  map[string]probeState // probe results by container ID, noted by the loop
 	arrived map[string]bool       // images that arrived since the last pass, by full name
+	halt    *haltOrder            // the node is shutting down: stop the pod, start nothing
 
 	// Owned by the worker's goroutine.
 	last     *pod.Pod           // the last desired pod, for its grace period once it is removed
@@ -115,15 +116,25 @@ func (w *worker) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			if o, p := w.halted(); o != nil {
+				// A node shutdown under way is seen through before exiting.
+				w.obey(o, p)
+			}
 			return
 		case <-w.wake:
 		case <-timer.C:
 		}
 		w.mu.Lock()
-		p := w.desired
+		p, halt := w.desired, w.halt
 		arrived := w.arrived
 		w.arrived = nil
 		w.mu.Unlock()
+		if halt != nil {
+			w.obey(halt, p)
+			if p != nil {
+				continue // nothing starts until the node resumes
+			}
+		}
 		w.retryArrived(p, arrived)
 
 		var again time.Duration
@@ -159,7 +170,7 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) tryExit() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.desired != nil {
+	if w.desired != nil || (w.halt != nil && !w.halt.finished()) {
 		return false
 	}
 	w.exited = true
@@ -208,6 +219,11 @@ func (w *worker) remove(ctx context.Context) error {
 // and removes them all. It returns when every process is gone, so a
 // replacement never overlaps with what it replaces.
 func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Duration, p *pod.Pod) error {
+	return w.stopAll(ctx, recs, grace, p, true)
+}
+
+// stopAll is terminate, which removes the containers only if remove is set.
+func (w *worker) stopAll(ctx context.Context, recs []pod.Record, grace time.Duration, p *pod.Pod, remove bool) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -216,7 +232,7 @@ func (w *worker) terminate(ctx context.Context, recs []pod.Record, grace time.Du
 	stop := func(r pod.Record, g time.Duration) {
 		defer wg.Done()
 		err := w.stopContainer(ctx, r, g, p)
-		if err == nil {
+		if err == nil && remove {
 			err = w.rt.RemoveContainer(ctx, r.ID)
 		}
 		if err != nil {
