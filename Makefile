@@ -16,8 +16,8 @@ build:
 
 # The packages the tests and the demo run against, from Debian's archive.
 deps:
-	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static; \
+	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox || ! command -v dbus-daemon >/dev/null; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus; \
 	fi
 
 test: deps build
