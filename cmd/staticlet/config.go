@@ -68,6 +68,8 @@ type kubeletConfig struct {
 	PodCIDR                  string              `json:"podCIDR"`
 	ResolverConfig           *string             `json:"resolvConf"`
 	AllowedUnsafeSysctls     []string            `json:"allowedUnsafeSysctls"`
+	// The critical pods' part of ShutdownGracePeriod.
+	ShutdownGracePeriodCriticalPods duration `json:"shutdownGracePeriodCriticalPods"`
 }
 
 // honouredFields are kubeletConfig's JSON names, apiVersion and kind aside.
@@ -75,7 +77,8 @@ var honouredFields = []string{
 	"staticPodPath", "staticPodURL", "staticPodURLHeader", "fileCheckFrequency",
 	"httpCheckFrequency", "containerRuntimeEndpoint", "podLogsDir", "containerLogMaxSize",
 	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver",
-	"shutdownGracePeriod", "maxPods", "podCIDR", "resolvConf", "allowedUnsafeSysctls",
+	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "maxPods", "podCIDR", "resolvConf",
+	"allowedUnsafeSysctls",
 }
 
 // kubeletOnlyFields are the other fields of KubeletConfiguration v1beta1:
@@ -110,7 +113,7 @@ var kubeletOnlyFields = []string{
 	"reservedSystemCPUs", "showHiddenMetricsForVersion", "systemReservedCgroup",
 	"kubeReservedCgroup", "enforceNodeAllocatable", "volumePluginDir", "providerID",
 	"kernelMemcgNotification", "logging", "enableSystemLogHandler", "enableSystemLogQuery",
-	"shutdownGracePeriodCriticalPods", "shutdownGracePeriodByPodPriority", "crashLoopBackOff",
+	"shutdownGracePeriodByPodPriority", "crashLoopBackOff",
 	"reservedMemory", "enableProfilingHandler", "enableDebugFlagsHandler", "seccompDefault",
 	"memoryThrottlingFactor", "registerWithTaints", "registerNode", "tracing",
 	"localStorageCapacityIsolation", "imageServiceEndpoint", "failCgroupV1", "userNamespaces",
@@ -192,6 +195,10 @@ func parseKubeletConfig(path string, data []byte) (*configFile, error) {
 	}
 	if cf.kc.MaxPods < 0 {
 		return nil, fmt.Errorf("config file %s: maxPods %d: must not be negative", path, cf.kc.MaxPods)
+	}
+	if err := checkShutdownGrace(time.Duration(cf.kc.ShutdownGracePeriod), time.Duration(cf.kc.ShutdownGracePeriodCriticalPods)); err != nil {
+		return nil, fmt.Errorf("config file %s: shutdownGracePeriod %v, shutdownGracePeriodCriticalPods %v: %w",
+			path, time.Duration(cf.kc.ShutdownGracePeriod), time.Duration(cf.kc.ShutdownGracePeriodCriticalPods), err)
 	}
 	if p := cf.kc.HealthzPort; p != nil && (*p < 0 || *p > 65535) {
 		return nil, fmt.Errorf("config file %s: healthzPort %d: want 0 (off) to 65535", path, *p)
@@ -294,6 +301,9 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 	})
 	set("shutdown-grace-period", kc.ShutdownGracePeriod > 0, func() {
 		cfg.shutdownGracePeriod = time.Duration(kc.ShutdownGracePeriod)
+	})
+	set("shutdown-grace-period-critical-pods", kc.ShutdownGracePeriodCriticalPods > 0, func() {
+		cfg.shutdownGracePeriodCritical = time.Duration(kc.ShutdownGracePeriodCriticalPods)
 	})
 	set("max-pods", kc.MaxPods > 0, func() { cfg.maxPods = int(kc.MaxPods) })
 	set("pod-cidr", kc.PodCIDR != "", func() { cfg.podCIDRs = strings.Split(kc.PodCIDR, ",") })

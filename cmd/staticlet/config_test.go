@@ -131,6 +131,7 @@ func compareConfigs(got, want runConfig) string {
 	check("logMaxFiles", got.logMaxFiles, want.logMaxFiles)
 	check("healthzAddress", got.healthzAddress, want.healthzAddress)
 	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
+	check("shutdownGracePeriodCriticalPods", got.shutdownGracePeriodCritical, want.shutdownGracePeriodCritical)
 	check("maxPods", got.maxPods, want.maxPods)
 	check("podCIDRs", got.podCIDRs, want.podCIDRs)
 	check("resolvConf", got.resolvConf, want.resolvConf)
@@ -160,8 +161,8 @@ func TestParseKubeletConfigFields(t *testing.T) {
 		{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
 		{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
 		{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
-		{"the rest", "shutdownGracePeriod: 30s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
-			runConfig{shutdownGracePeriod: 30 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
+		{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
+			runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
 				unsafeSysctls: []string{"net.core.somaxconn"}}},
 	}
 	for _, tt := range tests {
@@ -197,6 +198,9 @@ func TestParseKubeletConfigErrors(t *testing.T) {
 		{"bad cgroup driver", head + "cgroupDriver: none\n", `cgroupDriver "none"`},
 		{"negative maxPods", head + "maxPods: -1\n", "maxPods -1"},
 		{"healthzPort out of range", head + "healthzPort: 70000\n", "healthzPort 70000"},
+		{"critical share beyond the grace period", head + "shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n", "longer than the whole"},
+		{"negative grace period", head + "shutdownGracePeriod: -10s\n", "must not be negative"},
+		{"grace period under a second", head + "shutdownGracePeriod: 500ms\n", "at least 1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

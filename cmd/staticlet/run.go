@@ -21,6 +21,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/nodeshutdown"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/sandbox"
@@ -62,6 +63,9 @@ type runConfig struct {
 	imageCredentials    string
 	registryConfigDir   string
 	imageImportDir      string // default <root-dir>/images
+	// shutdownGracePeriodCritical is the critical pods' part of
+	// shutdownGracePeriod.
+	shutdownGracePeriodCritical time.Duration
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -120,10 +124,12 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.manifestURLCA, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
 	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
 	f.StringVar(&cfg.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
-	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "time pods get to stop when the node shuts down (stored; not acted on yet)")
 	f.StringVar(&cfg.imageCredentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
 	f.StringVar(&cfg.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
 	f.StringVar(&cfg.imageImportDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
+	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
+	f.DurationVar(&cfg.shutdownGracePeriodCritical, "shutdown-grace-period-critical-pods", 0,
+		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
@@ -151,6 +157,10 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		}
 	}
 	cfg.nodeName = strings.ToLower(cfg.nodeName)
+	if err := checkShutdownGrace(cfg.shutdownGracePeriod, cfg.shutdownGracePeriodCritical); err != nil {
+		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
+			cfg.shutdownGracePeriod, cfg.shutdownGracePeriodCritical, err)
+	}
 	nodeIP := hostIP(cfg.podBridge)
 	network, err := networkConfig(cfg)
 	if err != nil {
@@ -238,6 +248,12 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
+	shutdown := nodeshutdown.New(nodeshutdown.Config{
+		GracePeriod:         cfg.shutdownGracePeriod,
+		CriticalGracePeriod: cfg.shutdownGracePeriodCritical,
+		Node:                nodeShutdown{rec: rec, store: store},
+		Logger:              logger,
+	})
 
 	snapshots := make(chan watch.Snapshot)
 	desired := make(chan []*pod.Pod)
@@ -266,6 +282,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return notifier.Run(ctx) })
+	g.Go(func() error { return shutdown.Run(ctx) })
 	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.manifestDir, "node", cfg.nodeName,
 		"containerd", cfg.containerdAddress)
 	err = g.Wait()

@@ -145,13 +145,17 @@ func Start(t testing.TB, cfg Config) *Logind {
 	if err != nil {
 		t.Fatalf("starting dbus-daemon: %v", err)
 	}
-	cmd.Stderr = os.Stderr
+	var stderr strings.Builder // written by cmd until Wait returns
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting dbus-daemon: %v", err)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
+		if t.Failed() {
+			t.Logf("dbus-daemon's output:\n%s", stderr.String())
+		}
 	})
 	addr := make(chan string, 1)
 	go func() {

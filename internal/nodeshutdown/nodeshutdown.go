@@ -183,7 +183,6 @@ func (m *Manager) Run(ctx context.Context) error {
 // ctx ends meanwhile: staticlet told to stop during a shutdown finishes it.
 func (m *Manager) shutdown(ctx context.Context) {
 	grace, critical := m.cfg.GracePeriod, m.cfg.CriticalGracePeriod
-	m.log.Info("node shutting down: stopping pods", "grace", grace, "critical grace", critical)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	start := time.Now()

@@ -90,7 +90,7 @@ func (r *Reconciler) ShutdownNode(ctx context.Context, regular, critical time.Du
 		}
 	}
 	r.mu.Unlock()
-	r.cfg.Logger.Info("node shutting down: stopping pods", "regular", len(regulars), "critical", len(criticals),
+	r.cfg.Logger.Info("node shutting down: stopping pods, regular ones first", "regular", len(regulars), "critical", len(criticals),
 		"regular grace", regular, "critical grace", critical)
 
 	close(regularTurn)

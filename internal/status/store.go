@@ -51,6 +51,7 @@ type Store struct {
 	manifests []Manifest
 	imports   []ImportFile
 	ready     bool
+	activity  string // what staticlet as a whole is doing, if anything special
 }
 
 // NewStore returns an empty store that is not ready.
@@ -265,7 +266,19 @@ func (s *Store) Summary() string {
 			errs++
 		}
 	}
+	if s.activity != "" {
+		return s.activity + "; " + summarize(pods, errs, s.ready)
+	}
 	return summarize(pods, errs, s.ready)
+}
+
+// SetActivity names what staticlet as a whole is doing, such as stopping
+// the pods for a node shutdown: it leads the summary until set to "".
+func (s *Store) SetActivity(a string) {
+	s.mu.Lock()
+	s.activity = a
+	s.mu.Unlock()
+	s.notify()
 }
 
 // summarize formats Summary. Pods are counted by phase: "running" always,

@@ -52,6 +52,7 @@ func TestSummary(t *testing.T) {
 		pods     []podSpec
 		errors   int
 		notReady bool
+		activity string
 		want     string
 	}{
 		{name: "none", want: "0 pods"},
@@ -67,6 +68,8 @@ func TestSummary(t *testing.T) {
 		{name: "only manifest errors", errors: 2, want: "0 pods; 2 manifest errors"},
 		{name: "starting with pods", notReady: true, pods: []podSpec{{v1.PodPending, false}},
 			want: "starting: 1 pod: 0 running, 1 pending, 0 ready"},
+		{name: "shutting down", activity: "shutting down: stopping 1 pod", pods: []podSpec{{v1.PodFailed, false}},
+			want: "shutting down: stopping 1 pod; 1 pod: 0 running, 1 failed, 0 ready"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,6 +86,7 @@ func TestSummary(t *testing.T) {
 			if !tt.notReady {
 				s.SetReady()
 			}
+			s.SetActivity(tt.activity)
 			if got := s.Summary(); got != tt.want {
 				t.Errorf("Summary() = %q, want %q", got, tt.want)
 			}
