@@ -40,8 +40,12 @@ func (n nodeShutdown) ShutdownNode(ctx context.Context, regular, critical time.D
 	}
 	n.store.SetActivity(fmt.Sprintf("shutting down: stopping %d %s", pods, noun))
 	err := n.rec.ShutdownNode(ctx, regular, critical)
+	if err != nil {
+		n.store.SetActivity("shut down: not every pod stopped in time")
+		return err
+	}
 	n.store.SetActivity("shut down: pods stopped")
-	return err
+	return nil
 }
 
 func (n nodeShutdown) ResumeNode() {

@@ -149,6 +149,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}()
 	m.log.Info("holding logind's delay inhibitor lock for graceful node shutdown", "grace", grace, "critical grace", critical)
+	down := false // the pods have been stopped for a shutdown not cancelled since
 	for {
 		select {
 		case <-ctx.Done():
@@ -161,14 +162,20 @@ func (m *Manager) Run(ctx context.Context) error {
 			active, ok := prepareForShutdown(sig)
 			switch {
 			case !ok:
-			case active && lock != nil:
+			case active && !down:
+				// Even without a lock (taking it again failed), the pods
+				// get what time the shutdown leaves them.
+				down = true
 				m.shutdown(ctx)
-				if err := lock.Close(); err != nil {
-					m.log.Warn("releasing logind's inhibitor lock", "err", err)
+				if lock != nil {
+					if err := lock.Close(); err != nil {
+						m.log.Warn("releasing logind's inhibitor lock", "err", err)
+					}
+					lock = nil
+					m.log.Info("released logind's inhibitor lock: the shutdown goes on")
 				}
-				lock = nil
-				m.log.Info("released logind's inhibitor lock: the shutdown goes on")
-			case !active && lock == nil:
+			case !active && down:
+				down = false
 				m.log.Info("node shutdown cancelled: pods may run again")
 				m.cfg.Node.ResumeNode()
 				if lock, err = m.inhibit(ctx, conn); err != nil {
