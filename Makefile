@@ -2,26 +2,35 @@
 GO      ?= go
 BIN     := bin/staticlet
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GOARCH  ?= $(shell $(GO) env GOARCH)
+# The Debian package: binary, systemd unit, example config (packaging/).
+DEB     := bin/staticlet_$(GOARCH).deb
 # A static binary: it is also the pause program of every pod sandbox, run
 # from an otherwise empty root.
 export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build deps test bench demo demo-stop lint clean
+.PHONY: all build deb deps test bench demo demo-stop lint clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/staticlet
 
+# nfpm builds it from its own module (packaging/go.mod), so staticlet's
+# go.mod does not carry nfpm's dependencies.
+deb: build
+	cd packaging && $(GO) run ./mkdeb -version "$(VERSION)" -arch "$(GOARCH)" -binary ../$(BIN) -o ../$(DEB)
+
 # The packages the tests and the demo run against, from Debian's archive.
 deps:
-	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox || ! command -v dbus-daemon >/dev/null; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus; \
+	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox \
+		|| ! command -v dbus-daemon >/dev/null || ! command -v debootstrap >/dev/null || ! command -v systemd-nspawn >/dev/null; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container; \
 	fi
 
-test: deps build
-	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 25m ./...
+test: deps build deb
+	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 25m ./...
 
 bench: deps build
 	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/

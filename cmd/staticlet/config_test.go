@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -460,4 +461,47 @@ func (e *env) startFlags(args []string) *daemon {
 		return err == nil, fmt.Sprint(err)
 	})
 	return d
+}
+
+// TestPackagedConfig: the example config the .deb installs
+// (packaging/config.yaml) is accepted without a warning and spells out
+// staticlet run's defaults, so installing it changes nothing.
+func TestPackagedConfig(t *testing.T) {
+	const path = "../../packaging/config.yaml"
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := parseKubeletConfig(path, data)
+	if err != nil {
+		t.Fatalf("parseKubeletConfig(%s) = %v", path, err)
+	}
+	if len(cf.ignored) > 0 || len(cf.unknown) > 0 || len(cf.warnings) > 0 {
+		t.Errorf("%s: ignored %q, unknown %q, warnings %q; want none", path, cf.ignored, cf.unknown, cf.warnings)
+	}
+	var cfg runConfig
+	cf.apply(func(string) bool { return false }, &cfg)
+	got := map[string]string{
+		"manifest-dir":            cfg.manifestDir,
+		"file-check-frequency":    cfg.fileCheckFrequency.String(),
+		"http-check-frequency":    cfg.httpCheckFrequency.String(),
+		"containerd-address":      strings.TrimPrefix(cfg.containerdAddress, "unix://"),
+		"pod-logs-dir":            cfg.podLogsDir,
+		"container-log-max-size":  cfg.logMaxSize,
+		"container-log-max-files": strconv.Itoa(cfg.logMaxFiles),
+		"healthz-address":         cfg.healthzAddress,
+		"pod-cidr":                "[" + strings.Join(cfg.podCIDRs, ",") + "]",
+		"resolv-conf":             cfg.resolvConf,
+		"max-pods":                strconv.Itoa(cfg.maxPods),
+		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
+	}
+	flags := runCommand().Flags()
+	for name, value := range got {
+		if want := flags.Lookup(name).DefValue; value != want {
+			t.Errorf("%s sets --%s to %q, want its default %q", path, name, value, want)
+		}
+	}
+	if cf.kc.StaticPodPath == "" || cf.kc.ContainerRuntimeEndpoint == "" || cf.kc.FileCheckFrequency == 0 {
+		t.Errorf("%s leaves staticPodPath, containerRuntimeEndpoint or fileCheckFrequency unset; want them spelled out", path)
+	}
 }
