@@ -63,6 +63,7 @@ type kubeletConfig struct {
 	HealthzBindAddress       string              `json:"healthzBindAddress"`
 	HealthzPort              *int32              `json:"healthzPort"`
 	CgroupDriver             string              `json:"cgroupDriver"`
+	CgroupsPerQOS            *bool               `json:"cgroupsPerQOS"`
 	ShutdownGracePeriod      duration            `json:"shutdownGracePeriod"`
 	MaxPods                  int32               `json:"maxPods"`
 	PodCIDR                  string              `json:"podCIDR"`
@@ -76,7 +77,7 @@ type kubeletConfig struct {
 var honouredFields = []string{
 	"staticPodPath", "staticPodURL", "staticPodURLHeader", "fileCheckFrequency",
 	"httpCheckFrequency", "containerRuntimeEndpoint", "podLogsDir", "containerLogMaxSize",
-	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver",
+	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver", "cgroupsPerQOS",
 	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "maxPods", "podCIDR", "resolvConf",
 	"allowedUnsafeSysctls",
 }
@@ -97,7 +98,7 @@ var kubeletOnlyFields = []string{
 	"clusterDNS", "streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency",
 	"nodeStatusReportFrequency", "nodeLeaseDurationSeconds", "imageMinimumGCAge",
 	"imageMaximumGCAge", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent",
-	"volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot", "cgroupsPerQOS",
+	"volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot",
 	"cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions",
 	"cpuManagerReconcilePeriod", "memoryManagerPolicy", "topologyManagerPolicy",
 	"topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
@@ -306,6 +307,8 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 		cfg.shutdownGracePeriodCritical = time.Duration(kc.ShutdownGracePeriodCriticalPods)
 	})
 	set("max-pods", kc.MaxPods > 0, func() { cfg.maxPods = int(kc.MaxPods) })
+	// false is not "the default" here: the kubelet's field is a pointer.
+	set("cgroups-per-qos", kc.CgroupsPerQOS != nil, func() { cfg.cgroupsPerQOS = *kc.CgroupsPerQOS })
 	set("pod-cidr", kc.PodCIDR != "", func() { cfg.podCIDRs = strings.Split(kc.PodCIDR, ",") })
 	set("resolv-conf", kc.ResolverConfig != nil, func() {
 		// The kubelet reads "" as "no DNS from the host": an empty file

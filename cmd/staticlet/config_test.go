@@ -130,6 +130,7 @@ func compareConfigs(got, want runConfig) string {
 	check("podLogsDir", got.podLogsDir, want.podLogsDir)
 	check("logMaxSize", got.logMaxSize, want.logMaxSize)
 	check("logMaxFiles", got.logMaxFiles, want.logMaxFiles)
+	check("cgroupsPerQOS", got.cgroupsPerQOS, want.cgroupsPerQOS)
 	check("healthzAddress", got.healthzAddress, want.healthzAddress)
 	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
 	check("shutdownGracePeriodCriticalPods", got.shutdownGracePeriodCritical, want.shutdownGracePeriodCritical)
@@ -162,6 +163,7 @@ func TestParseKubeletConfigFields(t *testing.T) {
 		{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
 		{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
 		{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
+		{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{cgroupsPerQOS: true}},
 		{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
 			runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
 				unsafeSysctls: []string{"net.core.somaxconn"}}},
@@ -494,6 +496,7 @@ func TestPackagedConfig(t *testing.T) {
 		"resolv-conf":             cfg.resolvConf,
 		"max-pods":                strconv.Itoa(cfg.maxPods),
 		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
+		"cgroups-per-qos":         strconv.FormatBool(cfg.cgroupsPerQOS),
 	}
 	flags := runCommand().Flags()
 	for name, value := range got {
@@ -503,5 +506,25 @@ func TestPackagedConfig(t *testing.T) {
 	}
 	if cf.kc.StaticPodPath == "" || cf.kc.ContainerRuntimeEndpoint == "" || cf.kc.FileCheckFrequency == 0 {
 		t.Errorf("%s leaves staticPodPath, containerRuntimeEndpoint or fileCheckFrequency unset; want them spelled out", path)
+	}
+}
+
+// TestCgroupsPerQOSFalse: an explicit false in the file is not "the
+// default" (the kubelet's field is a pointer, defaulted to true only when
+// unset), so it turns the flag's default off.
+func TestCgroupsPerQOSFalse(t *testing.T) {
+	cf, err := parseKubeletConfig("/c.yaml", []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupsPerQOS: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := runConfig{cgroupsPerQOS: true}
+	cf.apply(func(string) bool { return false }, &cfg)
+	if cfg.cgroupsPerQOS {
+		t.Errorf("cgroupsPerQOS: false in the file left --cgroups-per-qos true")
+	}
+	cfg = runConfig{cgroupsPerQOS: true}
+	cf.apply(func(flag string) bool { return flag == "cgroups-per-qos" }, &cfg)
+	if !cfg.cgroupsPerQOS {
+		t.Errorf("cgroupsPerQOS: false in the file won over --cgroups-per-qos given on the command line")
 	}
 }

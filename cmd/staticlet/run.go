@@ -66,6 +66,7 @@ type runConfig struct {
 	// shutdownGracePeriodCritical is the critical pods' part of
 	// shutdownGracePeriod.
 	shutdownGracePeriodCritical time.Duration
+	cgroupsPerQOS               bool
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -130,6 +131,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
 	f.DurationVar(&cfg.shutdownGracePeriodCritical, "shutdown-grace-period-critical-pods", 0,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
+	f.BoolVar(&cfg.cgroupsPerQOS, "cgroups-per-qos", true, "make a cgroup per QoS class and per pod, as the kubelet does; false puts containers' cgroups directly under /<containerd namespace>")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
@@ -189,6 +191,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		RegistryConfigDir:    cfg.registryConfigDir,
 		Network:              network,
 		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
+		NoPodCgroups:         !cfg.cgroupsPerQOS,
 		Logger:               logger,
 	})
 	if err != nil {

@@ -143,8 +143,12 @@ func hugePageSizes() []string {
 func (r *Runtime) cgroupRoot() string { return "/" + r.cfg.Namespace }
 
 // podCgroup is the cgroup of the pod p whose sandbox has uid (which a
-// container edit does not change).
+// container edit does not change): the cgroup root itself without pod
+// cgroups.
 func (r *Runtime) podCgroup(p *pod.Pod, uid string) string {
+	if r.cfg.NoPodCgroups {
+		return r.cgroupRoot()
+	}
 	return spec.PodCgroup(r.cgroupRoot(), pod.QOSClass(&p.Spec), uid)
 }
 
@@ -217,6 +221,10 @@ func sharesToWeight(shares uint64) uint64 {
 // The path is returned also with an error.
 func (r *Runtime) ensurePodCgroup(p *pod.Pod, uid string) (string, error) {
 	path := r.podCgroup(p, uid)
+	if r.cfg.NoPodCgroups {
+		// runc makes the root; the pod's limits are its containers'.
+		return path, nil
+	}
 	res, err := spec.PodResources(p, r.resources)
 	if err != nil {
 		return path, err
@@ -294,7 +302,12 @@ func (h cgroupHost) enableControllers(path string) error {
 // removePodCgroups removes the cgroups of the pod with uid from every
 // hierarchy: runc removes a container's own cgroup, not the pod's it made
 // on the way. A cgroup that still holds a process stays, with an error.
+// Without pod cgroups there is none, and the node's cgroups may not be
+// writable.
 func (r *Runtime) removePodCgroups(uid string) error {
+	if r.cfg.NoPodCgroups {
+		return nil
+	}
 	var errs []error
 	for _, mnt := range r.cgroups.all {
 		for _, path := range spec.PodCgroupCandidates(r.cgroupRoot(), uid) {

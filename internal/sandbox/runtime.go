@@ -76,14 +76,24 @@ type Config struct {
 	// arguments and the container's stdout and stderr pipes. Nil sends the
 	// output raw to the log file (cio.LogFile).
 	LogDriverArgs func(logPath string) map[string]string
-	// LogDriver is the absolute path of the log driver program; the
-	// staticlet binary itself by default.
+	// LogDriver is the absolute path of the log driver program; by
+	// default the copy of PauseBinary in the pause root, which is staticlet
+	// unless PauseBinary says otherwise. The shim runs it in containerd's
+	// mount namespace, where a path of staticlet's own (os.Executable in a
+	// container) may not exist; the pause root under RootDir is where the
+	// shim finds it, as it finds every sandbox's root.
 	LogDriver string
 	// PauseBinary is the static program copied into the pause root and run
 	// with PauseArgs; the staticlet binary itself by default.
 	PauseBinary string
 	// PauseArgs are the arguments after the program; default ["pause"].
 	PauseArgs []string
+	// NoPodCgroups, as the kubelet's --cgroups-per-qos=false, makes no
+	// QoS-class or pod cgroups: each container's cgroup is directly under
+	// the cgroup root, with only its own limits. For a staticlet that
+	// cannot write the node's cgroups (in a container of its own) while
+	// containerd's runc can.
+	NoPodCgroups bool
 	// Snapshotter unpacks images; default overlayfs.
 	Snapshotter string
 	// HostIP is the node's address, for the environment of containers.
@@ -167,11 +177,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.PauseBinary = exe
 	}
 	if cfg.LogDriverArgs != nil && cfg.LogDriver == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the log driver program: %w", err)
-		}
-		cfg.LogDriver = exe
+		cfg.LogDriver = filepath.Join(pauseRoot(cfg.RootDir), pauseProgram)
 	}
 	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
 		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/logs"
+)
+
+// What a staticlet needs to run in a mount namespace (a container) of its
+// own while containerd and its shims run on the host: no cgroup writes of
+// its own, and a log driver the shims find.
+
+const limitedPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: limited
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    resources:
+      requests: {cpu: 100m, memory: 32Mi}
+      limits: {cpu: 200m, memory: 64Mi}
+`
+
+// TestCgroupsPerQOSOff: with --cgroups-per-qos=false, as the kubelet, a
+// Burstable pod gets no QoS-class or pod cgroup: its container's cgroup is
+// directly under /staticlet, with the container's own limits.
+func TestCgroupsPerQOSOff(t *testing.T) {
+	e := newEnv(t)
+	d := e.start("--cgroups-per-qos=false")
+	e.write("limited.yaml", limitedPod)
+	p := d.waitPod("limited-"+testNode, 60*time.Second, "pod running", running)
+	cs := p.Status.ContainerStatuses[0]
+	pid, err := e.pidOf(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+	want := "/" + testNS + "/" + id
+	cg := procCgroups(t, pid)
+	got := cg["memory"]
+	if unifiedMode() {
+		got = cg[""]
+	}
+	if got != want {
+		t.Fatalf("container cgroup = %q, want %q (all: %v)", got, want, cg)
+	}
+	limit := strconv.Itoa(64 << 20)
+	if unifiedMode() {
+		expectFile(t, "container", "/sys/fs/cgroup"+want+"/memory.max", limit)
+	} else {
+		expectFile(t, "container", "/sys/fs/cgroup/memory"+want+"/memory.limit_in_bytes", limit)
+	}
+	if sb := e.sandboxCgroup(t, string(p.UID)); filepath.Dir(sb) != "/"+testNS {
+		t.Errorf("sandbox cgroup = %q, want one directly under /%s", sb, testNS)
+	}
+	for _, qos := range []string{"", "burstable", "besteffort"} {
+		if left := cgroupDirs(filepath.Join("/", testNS, qos, "pod"+string(p.UID))); len(left) > 0 {
+			t.Errorf("pod cgroups %v exist; want none with --cgroups-per-qos=false", left)
+		}
+	}
+}
+
+// TestLogDriverFromPauseRoot: the shim runs the log driver from the copy
+// of staticlet in the pause root (under --root-dir, where a shim in
+// another mount namespace finds it too), and it writes the log.
+func TestLogDriverFromPauseRoot(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	e.write("web.yaml", sleeperPod("web", "first", true))
+	d.waitPod("web-"+testNode, 60*time.Second, "pod running", running)
+	copyPath := filepath.Join(e.root, "pause", "rootfs", "pause")
+	var drivers [][]string
+	waitFor(t, 30*time.Second, "the log driver of web's container", func() (bool, string) {
+		drivers = logDriversUnder(e.logs)
+		return len(drivers) > 0, "none"
+	})
+	for _, args := range drivers {
+		if args[0] != copyPath {
+			t.Errorf("log driver runs as %q, want the pause root's copy %s", args, copyPath)
+		}
+	}
+	// Output written by the container, through that driver.
+	e.write("hello.yaml", strings.Replace(sleeperPod("hello", "x", true),
+		`["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done", "x"]`,
+		`["sh", "-c", "echo hello from the driver; trap 'exit 0' TERM; while true; do sleep 1; done"]`, 1))
+	d.waitPod("hello-"+testNode, 60*time.Second, "pod running", running)
+	waitFor(t, 30*time.Second, "the container's line in its log", func() (bool, string) {
+		out, err := d.cli("logs", "hello-"+testNode)
+		return err == nil && strings.Contains(out, "hello from the driver"), out
+	})
+}
+
+// logDriversUnder lists the command lines of the log driver processes
+// writing under dir.
+func logDriversUnder(dir string) [][]string {
+	entries, _ := os.ReadDir("/proc")
+	var out [][]string
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		args := cmdline(pid)
+		if len(args) < 2 || !logs.IsDriver(args[1:]) {
+			continue
+		}
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir+"/") }) {
+			out = append(out, args)
+		}
+	}
+	return out
+}
