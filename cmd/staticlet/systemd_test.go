@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// debPackage returns staticlet's .deb: the one make built (STATICLET_DEB),
+// or one built here once from the test's binary.
+func debPackage(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("STATICLET_DEB"); d != "" {
+		return d
+	}
+	bin := binary(t)
+	debOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "staticlet-deb")
+		if err != nil {
+			debErr = err
+			return
+		}
+		debPath = filepath.Join(dir, "staticlet.deb")
+		cmd := exec.Command("go", "run", "./mkdeb", "-version", "dev", "-binary", bin, "-o", debPath)
+		cmd.Dir = filepath.Join("..", "..", "packaging")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			debErr = fmt.Errorf("building the .deb: %v\n%s", err, out)
+		}
+	})
+	if debErr != nil {
+		t.Fatal(debErr)
+	}
+	return debPath
+}
+
+var (
+	debOnce sync.Once
+	debPath string
+	debErr  error
+)
+
+// hostPod is a pod a staticlet in a machine can run: on the host's
+// network and IPC namespaces, as control-plane static pods are, since
+// the namespaces staticlet would pin for a pod of its own are bind mounts
+// in the machine's mount namespace, out of containerd's sight.
+const hostPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  hostNetwork: true
+  hostIPC: true
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+`
+
+// staticletMachine is a machine with staticlet's package installed and
+// running against the env's containerd, and pod web in its manifest
+// directory.
+type staticletMachine struct {
+	*machine
+	e *env
+}
+
+// bootStaticlet installs the .deb into a fresh Debian root, configures
+// the service for e's containerd and directories through
+// /etc/default/staticlet (the package's own place for flags) and a unit
+// drop-in with unit (unit file lines for [Service]), writes manifests
+// (file name to content) and boots it.
+func bootStaticlet(t *testing.T, e *env, unit string, manifests map[string]string) *staticletMachine {
+	t.Helper()
+	requireMachineTools(t)
+	deb := debPackage(t)
+	root := debianRoot(t)
+	installDeb(t, root, deb)
+	args := append([]string{
+		"--containerd-address=" + e.ctrd.Address,
+		"--containerd-namespace=" + testNS,
+		"--root-dir=" + e.root,
+		"--pod-logs-dir=" + e.logs,
+		"--node-name=" + testNode,
+		"--file-check-frequency=5s",
+		// The machine's cgroup file systems are not the host's: runc,
+		// on the host, makes the containers' cgroups.
+		"--cgroups-per-qos=false",
+	}, e.net.flags()...)
+	writeRootFile(t, root, "/etc/default/staticlet", []byte(fmt.Sprintf("STATICLET_ARGS=%q\n", strings.Join(args, " "))))
+	if unit != "" {
+		writeRootFile(t, root, "/etc/systemd/system/staticlet.service.d/test.conf", []byte("[Service]\n"+unit+"\n"))
+	}
+	for name, content := range manifests {
+		writeRootFile(t, root, filepath.Join("/etc/kubernetes/manifests", name), []byte(content))
+	}
+	// Same paths inside: the containerd socket (and its state), and the
+	// root and logs directories the shims on the host use too.
+	m := bootMachine(t, root, machineOptions{Binds: []string{e.ctrd.Dir, e.dir}})
+	return &staticletMachine{machine: m, e: e}
+}
+
+// status is systemctl status staticlet.
+func (m *staticletMachine) status() string {
+	out, _ := m.run("systemctl", "status", "--no-pager", "--lines=0", "staticlet")
+	return out
+}
+
+// show returns one property of staticlet.service.
+func (m *staticletMachine) show(property string) string {
+	out, _ := m.run("systemctl", "show", "--value", "-p", property, "staticlet")
+	return strings.TrimSpace(out)
+}
+
+// TestSystemd installs the .deb into a Debian root, boots it with systemd
+// as PID 1 and checks staticlet as a service: enabled by the package,
+// active with its sd_notify status, running the pod in the host's
+// containerd.
+func TestSystemd(t *testing.T) {
+	requireMachineTools(t)
+	e := newEnv(t)
+	m := bootStaticlet(t, e, "WatchdogSec=3s", map[string]string{"web.yaml": hostPod})
+
+	if out, err := m.run("systemctl", "is-enabled", "staticlet"); strings.TrimSpace(out) != "enabled" {
+		t.Errorf("systemctl is-enabled staticlet = %q, %v; want enabled (by the package's postinst)", out, err)
+	}
+	const wantStatus = `Status: "1 pod: 1 running, 1 ready"`
+	var status string
+	waitFor(t, 90*time.Second, "systemctl status staticlet: active (running), "+wantStatus, func() (bool, string) {
+		status = m.status()
+		return strings.Contains(status, "Active: active (running)") && strings.Contains(status, wantStatus), status
+	})
+	t.Logf("systemctl status staticlet:\n%s", status)
+
+	// The pod runs in the host's containerd, and the CLI inside sees it.
+	name := "web-" + testNode
+	before := m.pod(name)
+	id, pid := e.task(t, before.Status.ContainerStatuses[0])
+	if out, err := m.run("staticlet", "get", "pods"); err != nil || !strings.Contains(out, name) ||
+		!strings.Contains(out, "1/1") || !strings.Contains(out, "Running") {
+		t.Errorf("staticlet get pods inside = %q, %v; want %s 1/1 Running", out, err, name)
+	}
+	t.Logf("pod %s: container %s, task pid %d", name, id, pid)
+	m.Poweroff(60 * time.Second)
+}
+
+// pod returns pod name as staticlet get pods -o json inside reports it.
+func (m *staticletMachine) pod(name string) *v1.Pod {
+	m.t.Helper()
+	out, err := m.run("staticlet", "get", "pods", name, "-o", "json")
+	if err != nil {
+		m.t.Fatalf("staticlet get pods %s -o json: %v\n%s", name, err, out)
+	}
+	var p v1.Pod
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		m.t.Fatalf("staticlet get pods %s -o json: %v\n%s", name, err, out)
+	}
+	return &p
+}
+
+// task returns the ID and the running task's PID, from containerd, of the
+// container a status names.
+func (e *env) task(t *testing.T, cs v1.ContainerStatus) (string, int) {
+	t.Helper()
+	id := strings.TrimPrefix(cs.ContainerID, "containerd://")
+	pid, err := e.pidOf(cs)
+	if err != nil {
+		t.Fatalf("the task of container %s in containerd: %v", cs.Name, err)
+	}
+	if !processRunning(pid) {
+		t.Fatalf("container %s: task pid %d is not running", cs.Name, pid)
+	}
+	return id, pid
+}
