@@ -123,7 +123,8 @@ func (m *staticletMachine) show(property string) string {
 // TestSystemd installs the .deb into a Debian root, boots it with systemd
 // as PID 1 and checks staticlet as a service: enabled by the package,
 // active with its sd_notify status, running the pod in the host's
-// containerd.
+// containerd, restarted by the watchdog when it hangs, with the pod left
+// untouched.
 func TestSystemd(t *testing.T) {
 	requireMachineTools(t)
 	e := newEnv(t)
@@ -148,7 +149,32 @@ func TestSystemd(t *testing.T) {
 		!strings.Contains(out, "1/1") || !strings.Contains(out, "Running") {
 		t.Errorf("staticlet get pods inside = %q, %v; want %s 1/1 Running", out, err, name)
 	}
-	t.Logf("pod %s: container %s, task pid %d", name, id, pid)
+
+	// A staticlet that stops answering (SIGSTOP: its loop no longer sends
+	// WATCHDOG=1) is killed by systemd's watchdog and restarted, and the
+	// new one adopts the pod as it is.
+	oldPID, restarts := m.show("MainPID"), m.show("NRestarts")
+	if out, err := m.run("systemctl", "kill", "--kill-whom=main", "--signal=SIGSTOP", "staticlet"); err != nil {
+		t.Fatalf("SIGSTOP to staticlet's MainPID %s: %v\n%s", oldPID, err, out)
+	}
+	waitFor(t, 90*time.Second, "systemd to restart staticlet after a watchdog timeout", func() (bool, string) {
+		pid, n := m.show("MainPID"), m.show("NRestarts")
+		status := m.status()
+		return n != restarts && pid != oldPID && pid != "0" && strings.Contains(status, "Active: active (running)") &&
+			strings.Contains(status, wantStatus), fmt.Sprintf("MainPID %s NRestarts %s (before: %s, %s)\n%s", pid, n, oldPID, restarts, status)
+	})
+	t.Logf("restarted by the watchdog: MainPID %s -> %s, NRestarts %s -> %s", oldPID, m.show("MainPID"), restarts, m.show("NRestarts"))
+	if out, _ := m.run("journalctl", "-u", "staticlet", "-o", "cat", "--no-pager"); !strings.Contains(out, "Watchdog timeout") {
+		t.Errorf("journalctl -u staticlet has no watchdog timeout:\n%s", lastLines(out, 20))
+	}
+	after := m.pod(name)
+	afterID, afterPID := e.task(t, after.Status.ContainerStatuses[0])
+	if afterID != id || afterPID != pid || after.UID != before.UID ||
+		after.Status.ContainerStatuses[0].RestartCount != before.Status.ContainerStatuses[0].RestartCount {
+		t.Errorf("after staticlet's restart: container %s, task pid %d, uid %s, restarts %d; want it untouched: %s, %d, %s, %d",
+			afterID, afterPID, after.UID, after.Status.ContainerStatuses[0].RestartCount,
+			id, pid, before.UID, before.Status.ContainerStatuses[0].RestartCount)
+	}
 	m.Poweroff(60 * time.Second)
 }
 
