@@ -284,7 +284,9 @@ func bootMachine(t *testing.T, root string, opts machineOptions) *machine {
 	}
 	defer console.Close()
 	args := []string{"--register=no", "--keep-unit", "--quiet", "-b", "-D", root, "-M", m.name,
-		"--console=pipe",
+		// A pseudo TTY whose output (the boot log) nspawn copies to its
+		// stdout; nothing reads the test's stdin.
+		"--console=read-only",
 		// As a node agent on a host has: staticlet makes links and
 		// nftables tables in the host's network namespace.
 		"--capability=all"}

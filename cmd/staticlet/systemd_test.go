@@ -123,17 +123,21 @@ func (m *staticletMachine) show(property string) string {
 // TestSystemd installs the .deb into a Debian root, boots it with systemd
 // as PID 1 and checks staticlet as a service: enabled by the package,
 // active with its sd_notify status, running the pod in the host's
-// containerd, restarted by the watchdog when it hangs, with the pod left
-// untouched.
+// containerd, logging with priorities journald filters on, restarted by
+// the watchdog when it hangs, with the pod left untouched.
 func TestSystemd(t *testing.T) {
 	requireMachineTools(t)
 	e := newEnv(t)
-	m := bootStaticlet(t, e, "WatchdogSec=3s", map[string]string{"web.yaml": hostPod})
+	m := bootStaticlet(t, e, "WatchdogSec=3s", map[string]string{
+		"web.yaml": hostPod,
+		// A warning in the journal among info lines.
+		"bad.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containerz: []\n",
+	})
 
 	if out, err := m.run("systemctl", "is-enabled", "staticlet"); strings.TrimSpace(out) != "enabled" {
 		t.Errorf("systemctl is-enabled staticlet = %q, %v; want enabled (by the package's postinst)", out, err)
 	}
-	const wantStatus = `Status: "1 pod: 1 running, 1 ready"`
+	const wantStatus = `Status: "1 pod: 1 running, 1 ready; 1 manifest error"`
 	var status string
 	waitFor(t, 90*time.Second, "systemctl status staticlet: active (running), "+wantStatus, func() (bool, string) {
 		status = m.status()
@@ -148,6 +152,17 @@ func TestSystemd(t *testing.T) {
 	if out, err := m.run("staticlet", "get", "pods"); err != nil || !strings.Contains(out, name) ||
 		!strings.Contains(out, "1/1") || !strings.Contains(out, "Running") {
 		t.Errorf("staticlet get pods inside = %q, %v; want %s 1/1 Running", out, err, name)
+	}
+
+	// Log lines carry their priority: -p warning has the bad manifest's
+	// warning and none of the info lines.
+	warnings, _ := m.run("journalctl", "-t", "staticlet", "-p", "warning", "-o", "cat", "--no-pager")
+	all, _ := m.run("journalctl", "-t", "staticlet", "-o", "cat", "--no-pager")
+	if !strings.Contains(warnings, "level=WARN") || !strings.Contains(warnings, "bad.yaml") {
+		t.Errorf("journalctl -t staticlet -p warning = %q, want the warning about bad.yaml", warnings)
+	}
+	if strings.Contains(warnings, "staticlet started") || !strings.Contains(all, "staticlet started") {
+		t.Errorf("journalctl -t staticlet: the info line \"staticlet started\" in -p warning %q, in all %q; want it only in all", warnings, all)
 	}
 
 	// A staticlet that stops answering (SIGSTOP: its loop no longer sends
