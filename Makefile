@@ -31,6 +31,7 @@ deps:
 
 test: deps build deb
 	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 25m ./...
+	cd packaging && $(GO) test -count=1 ./...
 
 bench: deps build
 	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/
@@ -44,6 +45,7 @@ demo-stop:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd packaging && $(GO) vet ./...
 
 clean:
 	rm -rf bin

@@ -6,8 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,42 +15,27 @@ import (
 )
 
 // debPackage returns staticlet's .deb: the one make built (STATICLET_DEB),
-// or one built here once from the test's binary.
+// or one built here, for this test, from the test's binary.
 func debPackage(t *testing.T) string {
 	t.Helper()
 	if d := os.Getenv("STATICLET_DEB"); d != "" {
 		return d
 	}
-	bin := binary(t)
-	debOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "staticlet-deb")
-		if err != nil {
-			debErr = err
-			return
-		}
-		debPath = filepath.Join(dir, "staticlet.deb")
-		cmd := exec.Command("go", "run", "./mkdeb", "-version", "dev", "-binary", bin, "-o", debPath)
-		cmd.Dir = filepath.Join("..", "..", "packaging")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			debErr = fmt.Errorf("building the .deb: %v\n%s", err, out)
-		}
-	})
-	if debErr != nil {
-		t.Fatal(debErr)
+	deb := filepath.Join(t.TempDir(), "staticlet.deb")
+	cmd := exec.Command("go", "run", "./mkdeb", "-version", "dev", "-arch", runtime.GOARCH, "-binary", binary(t), "-o", deb)
+	cmd.Dir = filepath.Join("..", "..", "packaging")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the .deb: %v\n%s", err, out)
 	}
-	return debPath
+	return deb
 }
-
-var (
-	debOnce sync.Once
-	debPath string
-	debErr  error
-)
 
 // hostPod is a pod a staticlet in a machine can run: on the host's
 // network and IPC namespaces, as control-plane static pods are, since
 // the namespaces staticlet would pin for a pod of its own are bind mounts
-// in the machine's mount namespace, out of containerd's sight.
+// in the machine's mount namespace, out of containerd's sight. Its
+// readiness is an exec probe, whose output comes back through FIFOs under
+// --root-dir.
 const hostPod = `apiVersion: v1
 kind: Pod
 metadata:
@@ -63,6 +48,10 @@ spec:
   - name: main
     image: localhost/busybox:test
     command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    readinessProbe:
+      exec:
+        command: ["true"]
+      periodSeconds: 1
 `
 
 // staticletMachine is a machine with staticlet's package installed and
@@ -148,6 +137,9 @@ func TestSystemd(t *testing.T) {
 	// The pod runs in the host's containerd, and the CLI inside sees it.
 	name := "web-" + testNode
 	before := m.pod(name)
+	if len(before.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s: %s; want one container", name, describe(before))
+	}
 	id, pid := e.task(t, before.Status.ContainerStatuses[0])
 	if out, err := m.run("staticlet", "get", "pods"); err != nil || !strings.Contains(out, name) ||
 		!strings.Contains(out, "1/1") || !strings.Contains(out, "Running") {
@@ -183,6 +175,9 @@ func TestSystemd(t *testing.T) {
 		t.Errorf("journalctl -u staticlet has no watchdog timeout:\n%s", lastLines(out, 20))
 	}
 	after := m.pod(name)
+	if len(after.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s after the restart: %s; want one container", name, describe(after))
+	}
 	afterID, afterPID := e.task(t, after.Status.ContainerStatuses[0])
 	if afterID != id || afterPID != pid || after.UID != before.UID ||
 		after.Status.ContainerStatuses[0].RestartCount != before.Status.ContainerStatuses[0].RestartCount {
@@ -190,7 +185,11 @@ func TestSystemd(t *testing.T) {
 			afterID, afterPID, after.UID, after.Status.ContainerStatuses[0].RestartCount,
 			id, pid, before.UID, before.Status.ContainerStatuses[0].RestartCount)
 	}
+	// Stopping staticlet with the machine leaves the pod running.
 	m.Poweroff(60 * time.Second)
+	if !processRunning(pid) {
+		t.Errorf("container %s (pid %d) stopped with the machine; want it left running", id, pid)
+	}
 }
 
 // pod returns pod name as staticlet get pods -o json inside reports it.
