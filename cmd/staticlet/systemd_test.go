@@ -55,19 +55,28 @@ spec:
 `
 
 // staticletMachine is a machine with staticlet's package installed and
-// running against the env's containerd, and pod web in its manifest
-// directory.
+// running against an env's containerd.
 type staticletMachine struct {
 	*machine
 	e *env
 }
 
+// staticletOptions configure bootStaticlet.
+type staticletOptions struct {
+	// Args are flags added to those that point staticlet at the env.
+	Args []string
+	// Unit holds lines for the [Service] section of a drop-in.
+	Unit string
+	// Manifests are written into /etc/kubernetes/manifests: file name to
+	// content.
+	Manifests map[string]string
+}
+
 // bootStaticlet installs the .deb into a fresh Debian root, configures
 // the service for e's containerd and directories through
 // /etc/default/staticlet (the package's own place for flags) and a unit
-// drop-in with unit (unit file lines for [Service]), writes manifests
-// (file name to content) and boots it.
-func bootStaticlet(t *testing.T, e *env, unit string, manifests map[string]string) *staticletMachine {
+// drop-in, writes the manifests, and boots it.
+func bootStaticlet(t *testing.T, e *env, opts staticletOptions) *staticletMachine {
 	t.Helper()
 	requireMachineTools(t)
 	deb := debPackage(t)
@@ -84,11 +93,12 @@ func bootStaticlet(t *testing.T, e *env, unit string, manifests map[string]strin
 		// on the host, makes the containers' cgroups.
 		"--cgroups-per-qos=false",
 	}, e.net.flags()...)
+	args = append(args, opts.Args...)
 	writeRootFile(t, root, "/etc/default/staticlet", []byte(fmt.Sprintf("STATICLET_ARGS=%q\n", strings.Join(args, " "))))
-	if unit != "" {
-		writeRootFile(t, root, "/etc/systemd/system/staticlet.service.d/test.conf", []byte("[Service]\n"+unit+"\n"))
+	if opts.Unit != "" {
+		writeRootFile(t, root, "/etc/systemd/system/staticlet.service.d/test.conf", []byte("[Service]\n"+opts.Unit+"\n"))
 	}
-	for name, content := range manifests {
+	for name, content := range opts.Manifests {
 		writeRootFile(t, root, filepath.Join("/etc/kubernetes/manifests", name), []byte(content))
 	}
 	// Same paths inside: the containerd socket (and its state), and the
@@ -117,10 +127,13 @@ func (m *staticletMachine) show(property string) string {
 func TestSystemd(t *testing.T) {
 	requireMachineTools(t)
 	e := newEnv(t)
-	m := bootStaticlet(t, e, "WatchdogSec=3s", map[string]string{
-		"web.yaml": hostPod,
-		// A warning in the journal among info lines.
-		"bad.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containerz: []\n",
+	m := bootStaticlet(t, e, staticletOptions{
+		Unit: "WatchdogSec=3s",
+		Manifests: map[string]string{
+			"web.yaml": hostPod,
+			// A warning in the journal among info lines.
+			"bad.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\nspec:\n  containerz: []\n",
+		},
 	})
 
 	if out, err := m.run("systemctl", "is-enabled", "staticlet"); strings.TrimSpace(out) != "enabled" {
