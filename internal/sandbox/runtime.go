@@ -177,7 +177,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.PauseBinary = exe
 	}
 	if cfg.LogDriverArgs != nil && cfg.LogDriver == "" {
-		cfg.LogDriver = filepath.Join(pauseRoot(cfg.RootDir), pauseProgram)
+		driver, err := filepath.Abs(filepath.Join(pauseRoot(cfg.RootDir), pauseProgram))
+		if err != nil {
+			return nil, fmt.Errorf("finding the log driver program: %w", err)
+		}
+		cfg.LogDriver = driver
 	}
 	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
 		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)
