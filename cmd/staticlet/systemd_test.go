@@ -139,6 +139,9 @@ func TestSystemd(t *testing.T) {
 	if out, err := m.run("systemctl", "is-enabled", "staticlet"); strings.TrimSpace(out) != "enabled" {
 		t.Errorf("systemctl is-enabled staticlet = %q, %v; want enabled (by the package's postinst)", out, err)
 	}
+	if out, err := m.run("systemd-analyze", "verify", "/lib/systemd/system/staticlet.service"); err != nil || out != "" {
+		t.Errorf("systemd-analyze verify staticlet.service: %v\n%s", err, out)
+	}
 	const wantStatus = `Status: "1 pod: 1 running, 1 ready; 1 manifest error"`
 	var status string
 	waitFor(t, 90*time.Second, "systemctl status staticlet: active (running), "+wantStatus, func() (bool, string) {
