@@ -293,6 +293,7 @@ func bootMachine(t *testing.T, root string, opts machineOptions) *machine {
 	for _, d := range opts.Binds {
 		args = append(args, "--bind="+d)
 	}
+	start := time.Now()
 	m.cmd = exec.Command("systemd-nspawn", args...)
 	m.cmd.Stdout, m.cmd.Stderr = console, console
 	if err := m.cmd.Start(); err != nil {
@@ -317,6 +318,7 @@ func bootMachine(t *testing.T, root string, opts machineOptions) *machine {
 		return m.leader > 0, "no child in a PID namespace"
 	})
 	m.waitRunning(120 * time.Second)
+	t.Logf("machine %s booted in %s", m.name, time.Since(start).Round(100*time.Millisecond))
 	return m
 }
 
