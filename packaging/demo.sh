@@ -43,8 +43,11 @@ start() {
 		echo "the demo is already running: make demo-stop first"; exit 1
 	fi
 	start_containerd
+	# The image arrives as an air-gapped node's would: an archive dropped into
+	# the import directory (--image-import-dir, default <root-dir>/images).
+	mkdir -p /var/lib/staticlet/images
 	go run ./internal/testimage/mkimage -o "$state/busybox.tar"
-	ctr --address "$sock" -n staticlet images import "$state/busybox.tar" >/dev/null
+	mv "$state/busybox.tar" /var/lib/staticlet/images/busybox.tar
 	echo "starting staticlet on manifests/ (log: $state/staticlet.log)"
 	"$bin" run --manifest-dir manifests --containerd-address "$sock" >"$state/staticlet.log" 2>&1 &
 	echo $! >"$state/staticlet.pid"
@@ -54,6 +57,9 @@ start() {
 	"$bin" get pods -o wide
 	echo
 	"$bin" get manifests
+	echo
+	wait_for 30 sh -c "'$bin' get images | grep -q imported" || true
+	"$bin" get images
 	cat <<TXT
 
 staticlet runs in the background (pid $(cat "$state/staticlet.pid")). Try:
