@@ -14,20 +14,22 @@ import (
 )
 
 // shutdownPod is a pod NAME, in priority class CLASS, whose container
-// appends "NAME <time>" to /m/order when it gets SIGTERM; PRESTOP is its
-// lifecycle, if any.
+// appends "NAME <seconds since boot>" to /m/order when it gets SIGTERM; PRESTOP is its
+// lifecycle, if any. It shares the host's network and IPC namespaces, so
+// a staticlet in a machine can run it too.
 const shutdownPod = `apiVersion: v1
 kind: Pod
 metadata:
   name: NAME
 spec:
   hostNetwork: true
+  hostIPC: true
   priorityClassName: CLASS
   terminationGracePeriodSeconds: 30
   containers:
   - name: main
     image: localhost/busybox:test
-    command: [sh, -c, "trap 'echo NAME $(date +%s) >> /m/order; exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    command: [sh, -c, "trap 'read up rest < /proc/uptime; echo NAME $up >> /m/order; exit 0' TERM; while true; do sleep 1 & wait $!; done"]
     volumeMounts: [{name: m, mountPath: /m}]
 PRESTOP  volumes:
   - name: m
@@ -35,9 +37,8 @@ PRESTOP  volumes:
 `
 
 // shutdownEnv runs staticlet with a 40s shutdown grace period (10s for
-// critical pods) against a fake logind, with two pods writing their
-// SIGTERM lines to dir's "order": web, a regular pod whose preStop hook
-// takes preStop seconds, and etcd, a system-node-critical one.
+// critical pods) against a fake logind, with the shutdownPods writing to
+// dir, web's preStop hook taking preStop seconds.
 func shutdownEnv(t *testing.T, preStop int) (e *env, d *daemon, logind *logindtest.Logind, dir string) {
 	t.Helper()
 	logind = logindtest.Start(t, logindtest.Config{InhibitDelayMax: time.Minute})
@@ -45,11 +46,9 @@ func shutdownEnv(t *testing.T, preStop int) (e *env, d *daemon, logind *logindte
 	e.extraEnv = append(e.extraEnv, "DBUS_SYSTEM_BUS_ADDRESS="+logind.Address)
 	d = e.start("--shutdown-grace-period", "40s", "--shutdown-grace-period-critical-pods", "10s")
 	dir = markDir(t)
-	pod := func(name, class, lifecycle string) string {
-		return strings.NewReplacer("NAME", name, "CLASS", class, "DIR", dir, "PRESTOP", lifecycle).Replace(shutdownPod)
+	for name, manifest := range shutdownPods(dir, preStop) {
+		e.write(name, manifest)
 	}
-	e.write("web.yaml", pod("web", "", fmt.Sprintf("    lifecycle:\n      preStop:\n        exec: {command: [sh, -c, 'sleep %d']}\n", preStop)))
-	e.write("etcd.yaml", pod("etcd", "system-node-critical", ""))
 	d.waitPod("web-"+testNode, 30*time.Second, "web running", running)
 	d.waitPod("etcd-"+testNode, 30*time.Second, "etcd running", running)
 	waitFor(t, 30*time.Second, "the inhibitor lock held", func() (bool, string) {
@@ -57,6 +56,35 @@ func shutdownEnv(t *testing.T, preStop int) (e *env, d *daemon, logind *logindte
 		return len(locks) == 1 && locks[0].Taken(), "no lock taken"
 	})
 	return e, d, logind, dir
+}
+
+// shutdownPods are the manifests, by file name, of two pods writing their
+// SIGTERM lines to dir's "order": web, a regular pod whose preStop hook
+// takes preStop seconds, and etcd, a system-node-critical one.
+func shutdownPods(dir string, preStop int) map[string]string {
+	pod := func(name, class, lifecycle string) string {
+		return strings.NewReplacer("NAME", name, "CLASS", class, "DIR", dir, "PRESTOP", lifecycle).Replace(shutdownPod)
+	}
+	return map[string]string{
+		"web.yaml":  pod("web", "", fmt.Sprintf("    lifecycle:\n      preStop:\n        exec: {command: [sh, -c, 'sleep %d']}\n", preStop)),
+		"etcd.yaml": pod("etcd", "system-node-critical", ""),
+	}
+}
+
+// wantNoTaskRunning checks no container of e's containerd has a running
+// task.
+func (e *env) wantNoTaskRunning(t *testing.T) {
+	t.Helper()
+	ctx := nsCtx(context.Background())
+	for _, c := range e.containers(ctx) {
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			continue // never started, or gone
+		}
+		if st, err := task.Status(ctx); err == nil && st.Status == client.Running {
+			t.Errorf("container %s still runs after the node shutdown", c.ID())
+		}
+	}
 }
 
 // terminatedByShutdown tells whether p reports the node shutdown's status.
@@ -73,6 +101,7 @@ func wantShutdownOrder(t *testing.T, dir string) {
 	if len(order) != 2 || !strings.HasPrefix(order[0], "web_") || !strings.HasPrefix(order[1], "etcd_") {
 		t.Errorf("SIGTERM order %v, want web's line, then etcd's", order)
 	}
+	t.Logf("SIGTERM lines (name_uptime): %v", order)
 }
 
 // TestNodeShutdown: with --shutdown-grace-period, staticlet holds logind's
@@ -94,16 +123,7 @@ func TestNodeShutdown(t *testing.T) {
 	d.waitPod("etcd-"+testNode, 60*time.Second, "etcd terminated by the node shutdown", terminatedByShutdown)
 	wantShutdownOrder(t, dir)
 	waitFor(t, 30*time.Second, "the lock's release", func() (bool, string) { return lock.Released(), "still held" })
-	ctx := nsCtx(context.Background())
-	for _, c := range e.containers(ctx) {
-		task, err := c.Task(ctx, nil)
-		if err != nil {
-			continue // never started, or gone
-		}
-		if st, err := task.Status(ctx); err == nil && st.Status == client.Running {
-			t.Errorf("container %s still runs after the node shutdown", c.ID())
-		}
-	}
+	e.wantNoTaskRunning(t)
 	if _, ok := d.notify.has("STATUS=shutting down: stopping 2 pods"); !ok {
 		t.Errorf("NOTIFY_SOCKET got %q, want a STATUS saying the pods are being stopped", d.notify.lines())
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -211,15 +210,11 @@ func TestSystemd(t *testing.T) {
 // pod returns pod name as staticlet get pods -o json inside reports it.
 func (m *staticletMachine) pod(name string) *v1.Pod {
 	m.t.Helper()
-	out, err := m.run("staticlet", "get", "pods", name, "-o", "json")
+	p, err := m.findPod(name)
 	if err != nil {
-		m.t.Fatalf("staticlet get pods %s -o json: %v\n%s", name, err, out)
+		m.t.Fatal(err)
 	}
-	var p v1.Pod
-	if err := json.Unmarshal([]byte(out), &p); err != nil {
-		m.t.Fatalf("staticlet get pods %s -o json: %v\n%s", name, err, out)
-	}
-	return &p
+	return p
 }
 
 // task returns the ID and the running task's PID, from containerd, of the

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestSystemdNodeShutdown: under the real systemd and systemd-logind of a
+// booted Debian, staticlet with --shutdown-grace-period holds a delay
+// inhibitor lock that systemd-inhibit lists, raises logind's
+// InhibitDelayMaxSec to the grace period, and when `systemctl poweroff`
+// asks logind to power off (which announces PrepareForShutdown and waits
+// for the lock), stops the regular pod before the critical one and then
+// lets the machine go down.
+func TestSystemdNodeShutdown(t *testing.T) {
+	requireMachineTools(t)
+	journalctl, err := exec.LookPath("journalctl")
+	if err != nil {
+		t.Fatalf("reading the machine's journal needs journalctl on the host: %v", err)
+	}
+	e := newEnv(t)
+	// Under e.dir, which the machine has at the same path.
+	dir := filepath.Join(e.dir, "marks")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// The regular pod's preStop hook takes 2s: a critical pod stopped
+	// alongside it would write its line first.
+	m := bootStaticlet(t, e, staticletOptions{
+		Args:      []string{"--shutdown-grace-period=20s", "--shutdown-grace-period-critical-pods=8s"},
+		Manifests: shutdownPods(dir, 2),
+	})
+	for _, name := range []string{"web-" + testNode, "etcd-" + testNode} {
+		waitFor(t, 90*time.Second, name+" running", func() (bool, string) {
+			p, err := m.findPod(name)
+			if err != nil {
+				return false, err.Error()
+			}
+			return running(p), describe(p)
+		})
+	}
+
+	// The lock, as logind lists it.
+	waitFor(t, 30*time.Second, "staticlet's delay lock in systemd-inhibit --list", func() (bool, string) {
+		out, _ := m.run("systemd-inhibit", "--list", "--no-pager")
+		return hasInhibitor(out, "staticlet", "shutdown", "delay"), out
+	})
+	// logind's default InhibitDelayMaxSec (5s) raised to the 20s grace
+	// period by the drop-in.
+	dropIn, err := os.ReadFile(filepath.Join(m.root, "/etc/systemd/logind.conf.d/99-staticlet-shutdown.conf"))
+	if err != nil || !strings.Contains(string(dropIn), "InhibitDelayMaxSec=20\n") {
+		t.Errorf("logind's drop-in: %q, %v; want InhibitDelayMaxSec=20", dropIn, err)
+	}
+	if out, err := m.run("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
+		"org.freedesktop.login1.Manager", "InhibitDelayMaxUSec"); strings.TrimSpace(out) != "t 20000000" {
+		t.Errorf("logind's InhibitDelayMaxUSec = %q, %v; want t 20000000", out, err)
+	}
+
+	start := time.Now()
+	m.Poweroff(90 * time.Second)
+	t.Logf("the machine powered off %s after systemctl poweroff", time.Since(start).Round(100*time.Millisecond))
+	wantShutdownOrder(t, dir)
+	e.wantNoTaskRunning(t)
+
+	// The machine's persistent journal: logind was asked (so the
+	// shutdown went through PrepareForShutdown), staticlet stopped the
+	// pods, then released the lock.
+	journal := func(args ...string) string {
+		args = append([]string{"--directory=" + filepath.Join(m.root, "/var/log/journal"), "-o", "cat", "--no-pager"}, args...)
+		out, err := exec.Command(journalctl, args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("journalctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := journal("-u", "systemd-logind"); !strings.Contains(out, "System is powering down") {
+		t.Errorf("logind's journal has no \"System is powering down\": the poweroff did not go through logind\n%s", lastLines(out, 20))
+	}
+	out := journal("-t", "staticlet")
+	for _, want := range []string{"pods stopped for the node shutdown", "released logind's inhibitor lock: the shutdown goes on"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("staticlet's journal has no %q:\n%s", want, lastLines(out, 20))
+		}
+	}
+}
+
+// hasInhibitor tells whether the table of systemd-inhibit --list has a
+// lock taken by who for what, in mode.
+func hasInhibitor(list, who, what, mode string) bool {
+	for _, line := range strings.Split(list, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && f[0] == who && f[len(f)-1] == mode && strings.Contains(line, " "+what+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// findPod returns pod name as staticlet get pods -o json inside reports it.
+func (m *staticletMachine) findPod(name string) (*v1.Pod, error) {
+	out, err := m.run("staticlet", "get", "pods", name, "-o", "json")
+	if err != nil {
+		return nil, fmt.Errorf("staticlet get pods %s -o json: %v: %s", name, err, out)
+	}
+	var p v1.Pod
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		return nil, fmt.Errorf("staticlet get pods %s -o json: %v: %s", name, err, out)
+	}
+	return &p, nil
+}
