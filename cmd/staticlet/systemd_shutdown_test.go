@@ -18,7 +18,7 @@ import (
 // inhibitor lock that systemd-inhibit lists, raises logind's
 // InhibitDelayMaxSec to the grace period, and when `systemctl poweroff`
 // asks logind to power off (which announces PrepareForShutdown and waits
-// for the lock), stops the regular pod before the critical one and then
+// for the lock), even after logind's restart, stops the regular pod before the critical one and then
 // lets the machine go down.
 func TestSystemdNodeShutdown(t *testing.T) {
 	requireMachineTools(t)
@@ -49,10 +49,14 @@ func TestSystemdNodeShutdown(t *testing.T) {
 	}
 
 	// The lock, as logind lists it.
-	waitFor(t, 30*time.Second, "staticlet's delay lock in systemd-inhibit --list", func() (bool, string) {
-		out, _ := m.run("systemd-inhibit", "--list", "--no-pager")
-		return hasInhibitor(out, "staticlet", "shutdown", "delay"), out
-	})
+	waitLock := func(what string) {
+		t.Helper()
+		waitFor(t, 30*time.Second, what, func() (bool, string) {
+			out, _ := m.run("systemd-inhibit", "--list", "--no-pager")
+			return hasInhibitor(out, "staticlet", "shutdown", "delay"), out
+		})
+	}
+	waitLock("staticlet's delay lock in systemd-inhibit --list")
 	// logind's default InhibitDelayMaxSec (5s) raised to the 20s grace
 	// period by the drop-in.
 	dropIn, err := os.ReadFile(filepath.Join(m.root, "/etc/systemd/logind.conf.d/99-staticlet-shutdown.conf"))
@@ -63,6 +67,19 @@ func TestSystemdNodeShutdown(t *testing.T) {
 		"org.freedesktop.login1.Manager", "InhibitDelayMaxUSec"); strings.TrimSpace(out) != "t 20000000" {
 		t.Errorf("logind's InhibitDelayMaxUSec = %q, %v; want t 20000000", out, err)
 	}
+
+	// logind restarted (as an upgrade of systemd may do) keeps the lock:
+	// it reopens the locks it saved under /run/systemd/inhibit, and the
+	// signal still reaches staticlet, whose match names logind's bus
+	// name, not its connection.
+	logindPID := m.logindPID()
+	if out, err := m.run("systemctl", "restart", "systemd-logind"); err != nil {
+		t.Fatalf("systemctl restart systemd-logind: %v\n%s", err, out)
+	}
+	if pid := m.logindPID(); pid == logindPID {
+		t.Fatalf("systemd-logind's MainPID is %s after its restart, as before", pid)
+	}
+	waitLock("staticlet's delay lock listed after logind's restart")
 
 	start := time.Now()
 	m.Poweroff(90 * time.Second)
@@ -90,6 +107,16 @@ func TestSystemdNodeShutdown(t *testing.T) {
 			t.Errorf("staticlet's journal has no %q:\n%s", want, lastLines(out, 20))
 		}
 	}
+}
+
+// logindPID is systemd-logind's MainPID in the machine.
+func (m *staticletMachine) logindPID() string {
+	m.t.Helper()
+	out, err := m.run("systemctl", "show", "--value", "-p", "MainPID", "systemd-logind")
+	if err != nil {
+		m.t.Fatalf("systemctl show -p MainPID systemd-logind: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(out)
 }
 
 // hasInhibitor tells whether the table of systemd-inhibit --list has a
