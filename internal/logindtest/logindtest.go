@@ -85,10 +85,11 @@ type Logind struct {
 	// Address is the bus's address, for DBUS_SYSTEM_BUS_ADDRESS.
 	Address string
 
-	cfg   Config
-	conn  *dbus.Conn
-	props *prop.Properties
-	stop  chan struct{} // closed when the test ends
+	cfg    Config
+	daemon *exec.Cmd
+	conn   *dbus.Conn
+	props  *prop.Properties
+	stop   chan struct{} // closed when the test ends
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -163,7 +164,7 @@ func Start(t testing.TB, cfg Config) *Logind {
 		addr <- strings.TrimSpace(line)
 		io.Copy(io.Discard, out)
 	}()
-	l := &Logind{cfg: cfg, stop: make(chan struct{})}
+	l := &Logind{cfg: cfg, daemon: cmd, stop: make(chan struct{})}
 	select {
 	case l.Address = <-addr:
 	case <-time.After(startTimeout):
@@ -214,6 +215,15 @@ func (l *Logind) PrepareForShutdown(t testing.TB, active bool) {
 	t.Helper()
 	if err := l.conn.Emit(logindPath, logindIface+".PrepareForShutdown", active); err != nil {
 		t.Fatalf("emitting PrepareForShutdown(%v): %v", active, err)
+	}
+}
+
+// StopBus kills dbus-daemon, as a machine's shutdown stops the system
+// bus, which closes every connection to it.
+func (l *Logind) StopBus(t testing.TB) {
+	t.Helper()
+	if err := l.daemon.Process.Kill(); err != nil {
+		t.Fatalf("killing dbus-daemon: %v", err)
 	}
 }
 

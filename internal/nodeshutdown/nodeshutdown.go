@@ -156,7 +156,13 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		case sig, ok := <-signals:
 			if !ok {
-				m.log.Warn("graceful node shutdown stopped: the system bus connection closed")
+				if down {
+					// Expected: the shutdown the lock held back stops
+					// the bus too.
+					m.log.Info("the system bus closed during the node shutdown")
+				} else {
+					m.log.Warn("graceful node shutdown stopped: the system bus connection closed")
+				}
 				return nil
 			}
 			active, ok := prepareForShutdown(sig)

@@ -203,6 +203,47 @@ func TestShutdownOutlastsRun(t *testing.T) {
 	waitFor(t, "the lock's release", lock.Released)
 }
 
+// TestBusGone: the system bus going away ends Run; a warning says
+// graceful shutdown is lost, unless the node shutdown under way stops the
+// bus, as a real shutdown does once the lock is released.
+func TestBusGone(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		shutdown bool
+		want     string
+	}{
+		{"during the node shutdown", true, "level=INFO msg=\"the system bus closed during the node shutdown\""},
+		{"while pods run", false, "level=WARN msg=\"graceful node shutdown stopped: the system bus connection closed\""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := start(t, logindtest.Config{InhibitDelayMax: time.Minute}, "", 30*time.Second, 0)
+			lock := r.lock(t, 1)
+			if tt.shutdown {
+				r.logind.PrepareForShutdown(t, true)
+				r.node.proceed <- struct{}{}
+				waitFor(t, "the lock's release", lock.Released)
+			}
+			r.logind.StopBus(t)
+			select {
+			case err := <-r.done:
+				if err != nil {
+					t.Errorf("Run = %v, want nil", err)
+				}
+			case <-time.After(timeout):
+				t.Fatalf("Run still runs %v after the bus went away", timeout)
+			}
+			r.done <- nil // for the cleanup
+			logs := r.logs.String()
+			if !strings.Contains(logs, tt.want) {
+				t.Errorf("logs:\n%s\nwant %s", logs, tt.want)
+			}
+			if tt.shutdown && strings.Contains(logs, "level=WARN") {
+				t.Errorf("a warning logged:\n%s", logs)
+			}
+		})
+	}
+}
+
 // TestRaisesInhibitDelay: logind's InhibitDelayMaxSec shorter than the
 // grace period is raised by a drop-in and a reload; when the reload does
 // not raise it, the manager says so and holds the lock all the same.
