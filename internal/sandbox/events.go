@@ -123,9 +123,12 @@ func (r *Runtime) exitOwner(ctx context.Context, id string) (client.Container, p
 }
 
 // settleExit keeps an exit in the container's labels and deletes its task,
-// so that the shim can go and the exit outlives it.
+// so that the shim can go and the exit outlives it. It finishes even when
+// ctx ends meanwhile, within the call timeout: staticlet stopped right
+// after an exit (as a node shutdown stops it once the pods are stopped)
+// still lets the shim go.
 func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.TaskExit) error {
-	ctx, cancel := r.call(ctx)
+	ctx, cancel := r.call(context.WithoutCancel(ctx))
 	defer cancel()
 	if _, err := c.SetLabels(ctx, map[string]string{
 		LabelExitCode:   strconv.FormatUint(uint64(e.ExitCode), 10),

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -105,5 +106,52 @@ spec:
 	e = nextExit(t, exits)
 	if e.ContainerID != sb.ID || e.Pod != p.Key() || e.ExitCode != 0 {
 		t.Errorf("TaskExit = %+v, want sandbox %s of pod %s with exit code 0", e, sb.ID, p.Key())
+	}
+}
+
+// TestSettleExitOutlastsCancel: an exit is recorded and its task deleted
+// even when Exits' context has ended, as when staticlet stops right after
+// the node shutdown stopped the pods.
+func TestSettleExitOutlastsCancel(t *testing.T) {
+	h := newHarness(t)
+	p := h.decode("/m/settle.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: settle
+  namespace: ns
+spec:
+  containers:
+  - name: c
+    image: localhost/busybox:test
+    command: [/bin/sh, -c, 'exit 4']
+`)
+	c := h.start(p, h.sandbox(p), "c", 0)
+	ctr, err := h.client.LoadContainer(h.nsCtx(), c.ID)
+	if err != nil {
+		t.Fatalf("loading container %s: %v", c.ID, err)
+	}
+	var exitedAt time.Time
+	waitFor(t, 10*time.Second, "the container's exit", func() (bool, string) {
+		task, err := ctr.Task(h.nsCtx(), nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		st, err := task.Status(h.nsCtx())
+		exitedAt = st.ExitTime
+		return err == nil && st.Status == client.Stopped, fmt.Sprintf("status %v, %v", st.Status, err)
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	exit := pod.TaskExit{Pod: p.Key(), ContainerID: c.ID, ExitCode: 4, ExitedAt: exitedAt}
+	if err := h.rt.settleExit(ctx, ctr, exit); err != nil {
+		t.Fatalf("settleExit with an ended context: %v", err)
+	}
+	labels, err := ctr.Labels(h.nsCtx())
+	if err != nil || labels[LabelExitCode] != "4" {
+		t.Errorf("exit code label %q, %v; want 4", labels[LabelExitCode], err)
+	}
+	if _, err := ctr.Task(h.nsCtx(), nil); !errdefs.IsNotFound(err) {
+		t.Errorf("loading the task after settleExit: %v, want not found", err)
 	}
 }
