@@ -107,6 +107,11 @@ func TestSystemdNodeShutdown(t *testing.T) {
 			t.Errorf("staticlet's journal has no %q:\n%s", want, lastLines(out, 20))
 		}
 	}
+	// A shutdown as planned, the bus and staticlet stopped after the
+	// pods, is nothing to warn about.
+	if warnings := journal("-t", "staticlet", "-p", "warning"); warnings != "" {
+		t.Errorf("staticlet's journal has warnings:\n%s", warnings)
+	}
 }
 
 // logindPID is systemd-logind's MainPID in the machine.
