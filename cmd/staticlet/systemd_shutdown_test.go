@@ -102,7 +102,12 @@ func TestSystemdNodeShutdown(t *testing.T) {
 		t.Errorf("logind's journal has no \"System is powering down\": the poweroff did not go through logind\n%s", lastLines(out, 20))
 	}
 	out := journal("-t", "staticlet")
-	for _, want := range []string{"pods stopped for the node shutdown", "released logind's inhibitor lock: the shutdown goes on"} {
+	for _, want := range []string{
+		// One pod in each group, each group with its share of the 20s.
+		`regular=1 critical=1 "regular grace"=12s "critical grace"=8s`,
+		"pods stopped for the node shutdown",
+		"released logind's inhibitor lock: the shutdown goes on",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("staticlet's journal has no %q:\n%s", want, lastLines(out, 20))
 		}
