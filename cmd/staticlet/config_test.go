@@ -498,6 +498,7 @@ func TestPackagedConfig(t *testing.T) {
 		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
 		"cgroups-per-qos":         strconv.FormatBool(cfg.cgroupsPerQOS),
 	}
+	got["shutdown-grace-period-critical-pods"] = cfg.shutdownGracePeriodCritical.String()
 	flags := runCommand().Flags()
 	for name, value := range got {
 		if want := flags.Lookup(name).DefValue; value != want {
