@@ -15,10 +15,14 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
+// trappedFile is the file, in a container's root, that the tests' scripts
+// create once their traps are set; see waitTrapped.
+const trappedFile = "/tmp/trapped"
+
 // idleScript keeps a container running until SIGTERM, which it exits 0 on
 // at once: wait, unlike a foreground sleep, returns when a trapped signal
-// arrives.
-const idleScript = `trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done`
+// arrives. It creates trappedFile once its trap is set.
+const idleScript = `trap 'exit 0' TERM; : > ` + trappedFile + `; while true; do sleep 1 & wait $!; done`
 
 // readFile returns the content of path, or "" when it cannot be read.
 func readFile(path string) string {

@@ -3,8 +3,6 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,33 +13,20 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// signalMask returns the named mask ("SigCgt", "SigIgn") of pid's signals.
-func signalMask(t *testing.T, pid uint32, name string) uint64 {
+// waitTrapped waits until the script of container process pid has set its
+// traps, which it tells by creating trappedFile. The process's signal masks
+// cannot tell it: StartContainer returns once runc has let its init go on,
+// and until that init executes the script's shell pid is runc's init, a Go
+// program that catches every signal. A stop signal sent then either ends
+// that init (exit 2) or reaches the shell before its trap, at the default
+// action, which the kernel discards for the init of a PID namespace: the
+// container runs on until SIGKILL.
+func waitTrapped(t *testing.T, pid uint32) {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("reading the status of %d: %v", pid, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				t.Fatalf("parsing %s of %d: %v", name, pid, err)
-			}
-			return m
-		}
-	}
-	t.Fatalf("no %s in the status of %d", name, pid)
-	return 0
-}
-
-// waitSignal waits until pid catches (mask "SigCgt") or ignores ("SigIgn")
-// sig: until then a signal would find the shell's defaults.
-func waitSignal(t *testing.T, pid uint32, mask string, sig syscall.Signal) {
-	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("process %d to set up %s", pid, mask), func() (bool, string) {
-		m := signalMask(t, pid, mask)
-		return m&(1<<(uint(sig)-1)) != 0, fmt.Sprintf("%s = %x", mask, m)
+	path := fmt.Sprintf("/proc/%d/root%s", pid, trappedFile)
+	waitFor(t, 10*time.Second, fmt.Sprintf("process %d to set its traps", pid), func() (bool, string) {
+		_, err := os.Stat(path)
+		return err == nil, fmt.Sprint(err)
 	})
 }
 
@@ -71,18 +56,18 @@ spec:
     command: [/bin/sh, -c, %q]
   - name: stubborn
     image: localhost/busybox:test
-    command: [/bin/sh, -c, "trap '' TERM; while true; do sleep 1; done"]
+    command: [/bin/sh, -c, "trap '' TERM; : > %s; while true; do sleep 1; done"]
   - name: done
     image: localhost/busybox:test
     command: [/bin/sh, -c, "exit 0"]
-`, idleScript))
+`, idleScript, trappedFile))
 	sb := h.sandbox(p)
 
 	t.Run("exits on TERM within grace", func(t *testing.T) {
 		h := *h
 		h.t = t
 		c := h.start(p, sb, "polite", 0)
-		waitSignal(t, c.Pid, "SigCgt", syscall.SIGTERM)
+		waitTrapped(t, c.Pid)
 		const grace = 10 * time.Second
 		start := time.Now()
 		if err := h.rt.StopContainer(h.ctx(), c.ID, grace); err != nil {
@@ -104,7 +89,7 @@ spec:
 		h := *h
 		h.t = t
 		c := h.start(p, sb, "stubborn", 0)
-		waitSignal(t, c.Pid, "SigIgn", syscall.SIGTERM)
+		waitTrapped(t, c.Pid)
 		const grace = 2 * time.Second
 		start := time.Now()
 		if err := h.rt.StopContainer(h.ctx(), c.ID, grace); err != nil {

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -120,7 +119,7 @@ func TestStopSignal(t *testing.T) {
 	h := newHarness(t)
 	h.env.ImportImageWith(t, testNS, testimage.Options{Ref: "localhost/busybox:usr1", StopSignal: "SIGUSR1"})
 	script := func(sig string, code int) string {
-		return fmt.Sprintf("trap '' TERM USR1 USR2; trap 'exit %d' %s; while true; do sleep 1 & wait $!; done", code, sig)
+		return fmt.Sprintf("trap '' TERM USR1 USR2; trap 'exit %d' %s; : > %s; while true; do sleep 1 & wait $!; done", code, sig, trappedFile)
 	}
 	p := h.decode("/m/signal.yaml", fmt.Sprintf(`apiVersion: v1
 kind: Pod
@@ -143,20 +142,19 @@ spec:
 	sb := h.sandbox(p)
 	tests := []struct {
 		container string
-		signal    syscall.Signal
 		label     string
 		code      uint32
 	}{
-		{"image", syscall.SIGUSR1, "SIGUSR1", 7},
-		{"field", syscall.SIGUSR2, "SIGUSR2", 8},
-		{"default", syscall.SIGTERM, "SIGTERM", 9},
+		{"image", "SIGUSR1", 7},
+		{"field", "SIGUSR2", 8},
+		{"default", "SIGTERM", 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.container, func(t *testing.T) {
 			h := *h
 			h.t = t
 			c := h.start(p, sb, tt.container, 0)
-			waitSignal(t, c.Pid, "SigCgt", tt.signal)
+			waitTrapped(t, c.Pid)
 			ctr, err := h.client.LoadContainer(h.nsCtx(), c.ID)
 			if err != nil {
 				t.Fatal(err)
