@@ -399,3 +399,29 @@ func (e *env) pidOf(cs v1.ContainerStatus) (int, error) {
 	}
 	return int(task.Pid()), nil
 }
+
+// trappedFile is the file, in a container's root, that a test's script
+// creates once its traps are set; see waitTrapped.
+const trappedFile = "/tmp/trapped"
+
+// waitTrapped waits until the script of every container of pod p has set
+// its traps, which it tells by creating trappedFile. Neither the pod
+// running nor the process's signal masks tell it: until runc's init has
+// executed the script's shell, the container's process is that init, a Go
+// program that catches every signal; and a stop signal reaching the shell
+// before its trap is discarded, the shell being its PID namespace's init,
+// so the container runs on until SIGKILL.
+func (e *env) waitTrapped(p *v1.Pod) {
+	e.t.Helper()
+	for _, cs := range p.Status.ContainerStatuses {
+		pid, err := e.pidOf(cs)
+		if err != nil {
+			e.t.Fatalf("the process of %s: %v", cs.Name, err)
+		}
+		path := fmt.Sprintf("/proc/%d/root%s", pid, trappedFile)
+		waitFor(e.t, 10*time.Second, cs.Name+" trapping signals", func() (bool, string) {
+			_, err := os.Stat(path)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+}

@@ -255,11 +255,11 @@ spec:
   containers:
   - name: image
     image: localhost/busybox:usr1
-    command: [sh, -c, "for s in TERM USR1 USR2; do trap \"echo image-$s >> /m/signals; exit 0\" $s; done; while true; do sleep 1 & wait $!; done"]
+    command: [sh, -c, "for s in TERM USR1 USR2; do trap \"echo image-$s >> /m/signals; exit 0\" $s; done; : > /tmp/trapped; while true; do sleep 1 & wait $!; done"]
     volumeMounts: [{name: m, mountPath: /m}]
   - name: field
     image: localhost/busybox:test
-    command: [sh, -c, "for s in TERM USR1 USR2; do trap \"echo field-$s >> /m/signals; exit 0\" $s; done; while true; do sleep 1 & wait $!; done"]
+    command: [sh, -c, "for s in TERM USR1 USR2; do trap \"echo field-$s >> /m/signals; exit 0\" $s; done; : > /tmp/trapped; while true; do sleep 1 & wait $!; done"]
     lifecycle: {stopSignal: SIGUSR2}
     volumeMounts: [{name: m, mountPath: /m}]
   volumes:
@@ -276,23 +276,7 @@ func TestStopSignals(t *testing.T) {
 	dir := markDir(t)
 	e.write("signalled.yaml", strings.ReplaceAll(signalled, "DIR", dir))
 	p := d.waitPod("signalled-"+testNode, 30*time.Second, "signalled running", running)
-	// The traps are set once the shells run their loops.
-	for _, cs := range p.Status.ContainerStatuses {
-		pid, err := e.pidOf(cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 10*time.Second, cs.Name+" trapping signals", func() (bool, string) {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-			for _, line := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
-					m, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-					return m&(1<<9) != 0 && m&(1<<11) != 0, line // USR1 (10), USR2 (12)
-				}
-			}
-			return false, "no SigCgt"
-		})
-	}
+	e.waitTrapped(p)
 	e.remove("signalled.yaml")
 	d.waitGone("signalled-" + testNode)
 	got := markers(t, dir, "signals", 2)

@@ -29,7 +29,7 @@ spec:
   containers:
   - name: main
     image: localhost/busybox:test
-    command: [sh, -c, "trap 'read up rest < /proc/uptime; echo NAME $up >> /m/order; exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    command: [sh, -c, "trap 'read up rest < /proc/uptime; echo NAME $up >> /m/order; exit 0' TERM; : > /tmp/trapped; while true; do sleep 1 & wait $!; done"]
     volumeMounts: [{name: m, mountPath: /m}]
 PRESTOP  volumes:
   - name: m
@@ -49,8 +49,8 @@ func shutdownEnv(t *testing.T, preStop int) (e *env, d *daemon, logind *logindte
 	for name, manifest := range shutdownPods(dir, preStop) {
 		e.write(name, manifest)
 	}
-	d.waitPod("web-"+testNode, 30*time.Second, "web running", running)
-	d.waitPod("etcd-"+testNode, 30*time.Second, "etcd running", running)
+	e.waitTrapped(d.waitPod("web-"+testNode, 30*time.Second, "web running", running))
+	e.waitTrapped(d.waitPod("etcd-"+testNode, 30*time.Second, "etcd running", running))
 	waitFor(t, 30*time.Second, "the inhibitor lock held", func() (bool, string) {
 		locks := logind.Locks()
 		return len(locks) == 1 && locks[0].Taken(), "no lock taken"
