@@ -245,3 +245,32 @@ spec:
 		t.Errorf("PodContainers after removing the containers = %+v, %v, want only the sandbox", recs, err)
 	}
 }
+
+// TestStopSandboxJustStarted stops sandboxes as soon as StartSandbox has
+// returned, as the reconciler does when a pod's containers are all done
+// by then: the pause process is to take the SIGTERM and exit 0, not die
+// of it by the Go runtime's default (exit 2) nor lose it and run on until
+// SIGKILL (exit 137). Each start is a chance to catch the pause before it
+// handles SIGTERM.
+func TestStopSandboxJustStarted(t *testing.T) {
+	h := newHarness(t)
+	for i := range 20 {
+		p := h.decode(fmt.Sprintf("/m/quick%d.yaml", i), fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: quick%d
+spec:
+  containers:
+  - name: c
+    image: localhost/busybox:test
+`, i))
+		sb := h.sandbox(p)
+		if err := h.rt.StopContainer(h.ctx(), sb.ID, time.Minute); err != nil {
+			t.Fatalf("StopContainer(sandbox %d): %v", i, err)
+		}
+		st, err := h.taskStatus(sb.ID)
+		if err != nil || st.Status != client.Stopped || st.ExitStatus != 0 {
+			t.Errorf("sandbox %d stopped right after its start = %+v, %v; want exited 0 on SIGTERM", i, st, err)
+		}
+	}
+}

@@ -63,12 +63,25 @@ func preparePauseRoot(bin, dir string) error {
 	return nil
 }
 
+// pauseReadyName is the name the pause process takes once it handles
+// SIGTERM, for StartSandbox to wait for. Before that a stop signal finds
+// runc's init or the Go runtime's default, which end the process with
+// exit 2, or, sooner still, no handler at all: the kernel discards it for
+// the init of a PID namespace, and the sandbox runs on until SIGKILL.
+const pauseReadyName = "pause-ready"
+
 // Pause is the body of a pod's pause sandbox: it holds the pod's namespaces
 // open, reaps orphans when it is the pod's PID 1, and exits 0 on SIGTERM or
 // SIGINT. It returns the exit code.
 func Pause() int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGCHLD)
+	// /proc/self is the process's main thread, whose name StartSandbox
+	// reads; prctl would name whichever thread runs this.
+	if err := os.WriteFile("/proc/self/comm", []byte(pauseReadyName), 0); err != nil {
+		fmt.Fprintf(os.Stderr, "pause: telling that SIGTERM is handled: %v\n", err)
+		return 1
+	}
 	for s := range sigs {
 		if s != unix.SIGCHLD {
 			return 0

@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -126,7 +129,14 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	if err != nil {
 		return sb, fmt.Errorf("creating the task of sandbox %s: %w", sb.ID, err)
 	}
-	if err := t.Start(ctx); err != nil {
+	// Until the pause process handles SIGTERM, a stop, which follows at
+	// once when the pod's containers are already done, would not end it
+	// cleanly: StartSandbox returns once it does.
+	err = t.Start(ctx)
+	if err == nil {
+		err = waitPauseReady(ctx, t.Pid())
+	}
+	if err != nil {
 		if _, derr := t.Delete(ctx, client.WithProcessKill); derr != nil && !errdefs.IsNotFound(derr) {
 			r.cfg.Logger.Warn("deleting a sandbox task that failed to start", "sandbox", sb.ID, "err", derr)
 		}
@@ -135,6 +145,42 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	sb.State = pod.TaskRunning
 	sb.Pid = t.Pid()
 	return sb, nil
+}
+
+// waitPauseReady waits until pause process pid has taken pauseReadyName,
+// which it does once it handles SIGTERM. A process that exits first is an
+// error. One that is not there at all (gone already, or in a PID namespace
+// staticlet does not see) leaves nothing to wait for: its exit, if it was
+// one, comes as any container's.
+func waitPauseReady(ctx context.Context, pid uint32) error {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// "pid (name) state ...": the name may hold spaces and parentheses.
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading the state of pause process %d: %w", pid, err)
+		}
+		start, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if start < 0 || end < start || end+2 >= len(b) {
+			return fmt.Errorf("reading the state of pause process %d: malformed %q", pid, b)
+		}
+		switch name, state := string(b[start+1:end]), b[end+2]; {
+		case state == 'Z' || state == 'X':
+			return fmt.Errorf("pause process %d exited before handling SIGTERM", pid)
+		case name == pauseReadyName:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for pause process %d to handle SIGTERM: %w", pid, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // pinnedKinds are the namespaces of p that staticlet creates and pins: the
