@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -72,4 +74,20 @@ func inode(t *testing.T, path string) uint64 {
 		t.Fatalf("stat %s: %v", path, err)
 	}
 	return st.Ino
+}
+
+// TestWaitPauseReadyBounded: a PID whose process never says it is ready
+// (here the test itself, as under a PID namespace staticlet does not share)
+// holds StartSandbox up for pauseReadyWait only, with no error; a caller
+// that gives up still gets its error.
+func TestWaitPauseReadyBounded(t *testing.T) {
+	r := &Runtime{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
+	if err := r.waitPauseReady(context.Background(), uint32(os.Getpid())); err != nil {
+		t.Errorf("waiting for a process that never becomes ready: %v, want nil after %s", err, pauseReadyWait)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.waitPauseReady(ctx, uint32(os.Getpid())); err == nil {
+		t.Error("waiting with a cancelled context: nil, want its error")
+	}
 }

@@ -134,7 +134,7 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	// cleanly: StartSandbox returns once it does.
 	err = t.Start(ctx)
 	if err == nil {
-		err = waitPauseReady(ctx, t.Pid())
+		err = r.waitPauseReady(ctx, t.Pid())
 	}
 	if err != nil {
 		if _, derr := t.Delete(ctx, client.WithProcessKill); derr != nil && !errdefs.IsNotFound(derr) {
@@ -147,12 +147,29 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	return sb, nil
 }
 
+// pauseReadyWait bounds waitPauseReady: the pause takes a few milliseconds,
+// and one that is late is only stopped less politely.
+const pauseReadyWait = 2 * time.Second
+
 // waitPauseReady waits until pause process pid has taken pauseReadyName,
 // which it does once it handles SIGTERM. A process that exits first is an
 // error. One that is not there at all (gone already, or in a PID namespace
 // staticlet does not see) leaves nothing to wait for: its exit, if it was
-// one, comes as any container's.
-func waitPauseReady(ctx context.Context, pid uint32) error {
+// one, comes as any container's. Nor does one that is not ready within
+// pauseReadyWait (the PID may name another process when staticlet runs in
+// a PID namespace of its own): it is logged, and the sandbox runs.
+func (r *Runtime) waitPauseReady(ctx context.Context, pid uint32) error {
+	wait, cancel := context.WithTimeout(ctx, pauseReadyWait)
+	defer cancel()
+	err := pollPauseReady(wait, pid)
+	if err != nil && ctx.Err() == nil && wait.Err() != nil {
+		r.cfg.Logger.Warn("the pause process did not tell it handles SIGTERM; going on", "pid", pid, "err", err)
+		return nil
+	}
+	return err
+}
+
+func pollPauseReady(ctx context.Context, pid uint32) error {
 	path := fmt.Sprintf("/proc/%d/stat", pid)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
