@@ -237,8 +237,19 @@ func killShims(address string) ([]int, error) {
 		if !isShimFor(shim.args, address) {
 			continue
 		}
+		// Stopped, the shim forks no more: the children listed next are
+		// all it has, a child it is forking (still named like the shim
+		// until it execs) included.
+		if err := syscall.Kill(shim.pid, syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("stopping leftover shim %d: %w", shim.pid, err))
+		}
+		now, err := listProcs()
+		if err != nil {
+			errs = append(errs, err)
+			now = procs
+		}
 		var pids []int
-		for _, p := range procs {
+		for _, p := range now {
 			if p.ppid == shim.pid {
 				pids = append(pids, p.pid)
 			}
@@ -252,9 +263,13 @@ func killShims(address string) ([]int, error) {
 			killed = append(killed, pid)
 		}
 		removeShimSocket(address, shim.args)
-		// Once the shim is a zombie or gone, its unreaped children have been
-		// reparented, to this process if it is their subreaper.
-		errs = append(errs, waitGone(shim.pid, 5*time.Second))
+	}
+	// Once each is a zombie or gone, the shims' unreaped children have been
+	// reparented, to this process if it is their subreaper, and the caller
+	// can reap them all: a child killed a moment after its shim is not a
+	// zombie yet when the shim is.
+	for _, pid := range killed {
+		errs = append(errs, waitGone(pid, 5*time.Second))
 	}
 	return killed, errors.Join(errs...)
 }
