@@ -216,6 +216,10 @@ func TestImportDir(t *testing.T) {
 	if failed.Type != pod.EventWarning || failed.Pod != "" {
 		t.Errorf("ImportFailed event = %+v, want a warning of no pod", failed)
 	}
+	waitFor(t, 10*time.Second, "STATUS= counting the failed file", func() (bool, string) {
+		line, _ := d.notify.has("STATUS=")
+		return strings.HasSuffix(line, "; 1 image import error"), line
+	})
 	if n := len(d.events("Imported")); n != 4 {
 		t.Errorf("%d Imported events, want 4 (atstart, imported, plain, layout): %+v", n, d.events("Imported"))
 	}

@@ -251,8 +251,8 @@ func (s *Store) Ready() bool {
 }
 
 // Summary returns a one-line summary for systemd's STATUS, such as
-// "5 pods: 4 running, 1 failed, 4 ready; 1 manifest error", prefixed with
-// "starting: " until the store is ready.
+// "5 pods: 4 running, 1 failed, 4 ready; 1 manifest error; 1 image import
+// error", prefixed with "starting: " until the store is ready.
 func (s *Store) Summary() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -266,10 +266,20 @@ func (s *Store) Summary() string {
 			errs++
 		}
 	}
-	if s.activity != "" {
-		return s.activity + "; " + summarize(pods, errs, s.ready)
+	importErrs := 0
+	for _, f := range s.imports {
+		if f.Error != "" {
+			importErrs++
+		}
 	}
-	return summarize(pods, errs, s.ready)
+	sum := summarize(pods, errs, s.ready)
+	if importErrs > 0 {
+		sum += "; " + plural(importErrs, "image import error", "image import errors")
+	}
+	if s.activity != "" {
+		return s.activity + "; " + sum
+	}
+	return sum
 }
 
 // SetActivity names what staticlet as a whole is doing, such as stopping

@@ -51,6 +51,7 @@ func TestSummary(t *testing.T) {
 		name     string
 		pods     []podSpec
 		errors   int
+		imports  int // failed image files
 		notReady bool
 		activity string
 		want     string
@@ -68,6 +69,9 @@ func TestSummary(t *testing.T) {
 		{name: "only manifest errors", errors: 2, want: "0 pods; 2 manifest errors"},
 		{name: "starting with pods", notReady: true, pods: []podSpec{{v1.PodPending, false}},
 			want: "starting: 1 pod: 0 running, 1 pending, 0 ready"},
+		{name: "import errors", pods: []podSpec{running}, errors: 1, imports: 2,
+			want: "1 pod: 1 running, 1 ready; 1 manifest error; 2 image import errors"},
+		{name: "one import error", imports: 1, want: "0 pods; 1 image import error"},
 		{name: "shutting down", activity: "shutting down: stopping 1 pod", pods: []podSpec{{v1.PodFailed, false}},
 			want: "shutting down: stopping 1 pod; 1 pod: 0 running, 1 failed, 0 ready"},
 	}
@@ -83,6 +87,11 @@ func TestSummary(t *testing.T) {
 			}
 			ms = append(ms, Manifest{Path: "good.yaml", Pods: []string{"ns/p0"}})
 			s.SetManifests(ms)
+			files := []ImportFile{{Path: "good.tar", Images: []string{"docker.io/library/good:1"}}}
+			for i := range tt.imports {
+				files = append(files, ImportFile{Path: fmt.Sprintf("bad%d.tar", i), Error: "not an image archive"})
+			}
+			s.SetImports(files)
 			if !tt.notReady {
 				s.SetReady()
 			}
