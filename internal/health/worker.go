@@ -60,17 +60,41 @@ func (w *worker) run(ctx context.Context, managerStart time.Time) {
 	}
 	timer := time.NewTimer(first.Sub(now))
 	defer timer.Stop()
+	next := first
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
 		}
-		timer.Reset(period)
 		if !w.probe(ctx, chk) {
 			return
 		}
+		// Runs after the first fall on the manager's grid, a period
+		// apart; a run that overran its period is followed at once.
+		next = next.Add(period)
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
+		next = onGrid(managerStart, next)
+		timer.Reset(time.Until(next))
 	}
+}
+
+// probeGrid is the spacing of the instants probes run at after their
+// first run. Every wake-up of an idle staticlet costs far more CPU than
+// a probe's exchange, so the probes of many containers share wake-ups:
+// a probe's second run is up to probeGrid late, the others a period
+// apart. It divides a second, so whole-second periods keep to the grid.
+const probeGrid = 250 * time.Millisecond
+
+// onGrid is t rounded up to the next grid instant from start.
+func onGrid(start, t time.Time) time.Time {
+	d := t.Sub(start)
+	if d <= 0 {
+		return start
+	}
+	return start.Add((d + probeGrid - 1) / probeGrid * probeGrid)
 }
 
 // probe runs the check once, when it may, and reports what changed. It

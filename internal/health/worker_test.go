@@ -220,3 +220,43 @@ func TestWorkerJitter(t *testing.T) {
 		}
 	})
 }
+
+func TestWorkerGrid(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newScripted()
+		m, _, _ := startManager(t, rt, time.Minute)
+		// Containers that start at scattered times probe first at once,
+		// then on the manager's grid, a period apart.
+		for i := range 20 {
+			ctr := &v1.Container{Name: "app", LivenessProbe: execProbe(fmt.Sprint("c", i), 0, 1, 1, 3)}
+			tg := targetFor(ctr, true)
+			tg.ContainerID = fmt.Sprint("id", i)
+			tg.StartedAt = time.Now()
+			m.Set(pod.Key{Namespace: "default", Name: fmt.Sprint("web", i)}, []pod.ProbeTarget{tg})
+			time.Sleep(37 * time.Millisecond)
+		}
+		set := rt.t0.Add(time.Minute)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		for i := range 20 {
+			runs := rt.ran(fmt.Sprint("c", i))
+			if len(runs) < 4 {
+				t.Fatalf("container %d ran at %v, want at least 4 runs", i, runs)
+			}
+			if want := set.Add(time.Duration(i) * 37 * time.Millisecond).Sub(rt.t0); runs[0] != want {
+				t.Errorf("container %d first ran at %v, want %v (when it was set)", i, runs[0], want)
+			}
+			if gap := runs[1] - runs[0]; gap < time.Second || gap >= time.Second+probeGrid {
+				t.Errorf("container %d: second run %v after the first, want within [1s, 1s+%v)", i, gap, probeGrid)
+			}
+			for k := 1; k < len(runs); k++ {
+				if runs[k]%probeGrid != 0 {
+					t.Errorf("container %d run %d at %v, off the %v grid", i, k, runs[k], probeGrid)
+				}
+				if k > 1 && runs[k]-runs[k-1] != time.Second {
+					t.Errorf("container %d runs %d and %d %v apart, want the period, 1s", i, k-1, k, runs[k]-runs[k-1])
+				}
+			}
+		}
+	})
+}
