@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,5 +231,41 @@ func TestExec(t *testing.T) {
 				t.Errorf("exec timeout = %v, want 3s", gotTimeout)
 			}
 		})
+	}
+}
+
+func TestHTTPGetBodyLimit(t *testing.T) {
+	// A redirect elsewhere warns with the body, read up to bodyLimit, and
+	// each run of a check with the body of its own response.
+	var size atomic.Int64
+	body := func(n int) string {
+		if n == 0 {
+			return ""
+		}
+		return strings.Repeat("x", n-1) + "y"
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "http://elsewhere.test/")
+		w.WriteHeader(http.StatusFound)
+		fmt.Fprint(w, body(int(size.Load())))
+	}))
+	defer srv.Close()
+	_, port := hostPort(t, srv.Listener.Addr().String())
+	pr := &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/", Port: intstr.FromInt(port)}}}
+	chk, err := newCheck(&fakeRuntime{}, targetFor(&v1.Container{Name: "app"}, true), pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "Probe terminated redirects, Response body: "
+	for _, n := range []int{bodyLimit + 100, 3, 0} {
+		size.Store(int64(n))
+		warning, err := chk(t.Context())
+		if err != nil {
+			t.Fatalf("body of %d: %v", n, err)
+		}
+		want := body(n)[:min(n, bodyLimit)]
+		if warning != prefix+want {
+			t.Errorf("body of %d: warning of %d bytes %.60q..., want %d bytes of body", n, len(warning), warning, len(want))
+		}
 	}
 }
