@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -444,24 +442,8 @@ func TestKubeletConfigFile(t *testing.T) {
 // for tests whose settings come from elsewhere than the usual flags.
 func (e *env) startFlags(args []string) *daemon {
 	e.t.Helper()
-	d := &daemon{t: e.t, socket: filepath.Join(e.dir, "status.sock"), out: &syncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(binary(e.t), append(args, "--status-socket", d.socket)...)
-	d.cmd.Env = append(os.Environ(), e.extraEnv...)
-	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-	if err := d.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { _ = d.cmd.Wait(); close(d.done) }()
-	e.t.Cleanup(func() {
-		d.kill()
-		if e.t.Failed() {
-			e.t.Logf("staticlet output:\n%s", d.out.String())
-		}
-	})
-	waitFor(e.t, 30*time.Second, "staticlet ready", func() (bool, string) {
-		err := d.client().Ready(context.Background())
-		return err == nil, fmt.Sprint(err)
-	})
+	d := e.newDaemon()
+	e.launch(d, append(args, "--status-socket", d.socket))
 	return d
 }
 

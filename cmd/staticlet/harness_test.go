@@ -135,7 +135,7 @@ type daemon struct {
 // start runs staticlet against the env's containerd and directories.
 func (e *env) start(extra ...string) *daemon {
 	e.t.Helper()
-	d := &daemon{t: e.t, socket: filepath.Join(e.dir, "status.sock"), out: &syncBuffer{}, done: make(chan struct{})}
+	d := e.newDaemon()
 	d.notify = listenNotify(e.t, filepath.Join(e.dir, "notify.sock"))
 	args := append([]string{"run",
 		"--manifest-dir", e.manifest,
@@ -148,9 +148,22 @@ func (e *env) start(extra ...string) *daemon {
 		"--log-level", "debug",
 	}, e.net.flags()...)
 	args = append(args, extra...)
+	e.launch(d, args, "NOTIFY_SOCKET="+d.notify.path, "WATCHDOG_USEC=2000000")
+	return d
+}
+
+// newDaemon is a daemon of this env, not started yet.
+func (e *env) newDaemon() *daemon {
+	return &daemon{t: e.t, socket: filepath.Join(e.dir, "status.sock"), out: &syncBuffer{}, done: make(chan struct{})}
+}
+
+// launch starts d's staticlet with args and env (besides the test's own
+// and the env's extra variables), stops it when the test ends, and waits
+// until its status socket says it is ready.
+func (e *env) launch(d *daemon, args []string, env ...string) {
+	e.t.Helper()
 	d.cmd = exec.Command(binary(e.t), args...)
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+d.notify.path, "WATCHDOG_USEC=2000000")
-	d.cmd.Env = append(d.cmd.Env, e.extraEnv...)
+	d.cmd.Env = append(append(os.Environ(), env...), e.extraEnv...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -166,7 +179,6 @@ func (e *env) start(extra ...string) *daemon {
 		err := d.client().Ready(context.Background())
 		return err == nil, fmt.Sprint(err)
 	})
-	return d
 }
 
 func (d *daemon) client() *status.Client { return status.NewClient(d.socket) }
