@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,11 @@ func (r *Runtime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, er
 	case v1.PullAlways:
 		return true, nil
 	case v1.PullNever:
+		return false, nil
+	}
+	if r.images.known(name) {
+		// StartContainer looks it up anyway, and pulls it should it have
+		// gone meanwhile: no second lookup on every restart.
 		return false, nil
 	}
 	_, err = r.localImage(ctx, name)
@@ -177,6 +183,18 @@ func (c *imageCache) get(name, digest string) (*resolvedImage, bool) {
 	defer c.mu.Unlock()
 	img, ok := c.byName[name+"@"+digest]
 	return img, ok
+}
+
+// known tells whether an image of name has been resolved before.
+func (c *imageCache) known(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.byName {
+		if strings.HasPrefix(key, name+"@") {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *imageCache) put(name, digest string, img *resolvedImage) {

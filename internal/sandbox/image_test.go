@@ -108,3 +108,20 @@ func TestPullGroup(t *testing.T) {
 		}
 	})
 }
+
+func TestImageCacheKnown(t *testing.T) {
+	var c imageCache
+	if c.known("docker.io/library/busybox:1") {
+		t.Error("empty cache knows an image")
+	}
+	c.put("docker.io/library/busybox:1", "sha256:aaa", &resolvedImage{})
+	for name, want := range map[string]bool{
+		"docker.io/library/busybox:1":  true,
+		"docker.io/library/busybox:10": false,
+		"docker.io/library/busybox":    false,
+	} {
+		if got := c.known(name); got != want {
+			t.Errorf("known(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
