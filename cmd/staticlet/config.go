@@ -185,12 +185,7 @@ func parseKubeletConfig(path string, data []byte) (*configFile, error) {
 	sort.Strings(cf.ignored)
 	sort.Strings(cf.unknown)
 	switch cf.kc.CgroupDriver {
-	case "", "cgroupfs":
-	case "systemd":
-		// kubeadm writes systemd: refusing it would refuse every file
-		// kubeadm wrote.
-		cf.warnings = append(cf.warnings, "cgroupDriver systemd is not supported and is ignored: "+
-			"staticlet writes pod cgroups itself through cgroupfs, under /<containerd namespace>")
+	case "", "cgroupfs", "systemd":
 	default:
 		return nil, fmt.Errorf("config file %s: cgroupDriver %q: want cgroupfs or systemd", path, cf.kc.CgroupDriver)
 	}
@@ -308,6 +303,7 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 	})
 	set("max-pods", kc.MaxPods > 0, func() { cfg.maxPods = int(kc.MaxPods) })
 	// false is not "the default" here: the kubelet's field is a pointer.
+	set("cgroup-driver", kc.CgroupDriver != "", func() { cfg.cgroupDriver = kc.CgroupDriver })
 	set("cgroups-per-qos", kc.CgroupsPerQOS != nil, func() { cfg.cgroupsPerQOS = *kc.CgroupsPerQOS })
 	set("pod-cidr", kc.PodCIDR != "", func() { cfg.podCIDRs = strings.Split(kc.PodCIDR, ",") })
 	set("resolv-conf", kc.ResolverConfig != nil, func() {

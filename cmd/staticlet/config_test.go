@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox"
 )
 
 // kubeadmConfig is /var/lib/kubelet/config.yaml as kubeadm writes it
@@ -98,6 +100,7 @@ func TestParseKubeadmConfig(t *testing.T) {
 		podLogsDir:        "/var/log/p",
 		healthzAddress:    "127.0.0.1:10248",
 		resolvConf:        "/run/systemd/resolve/resolv.conf",
+		cgroupDriver:      "systemd",
 	}
 	if diff := compareConfigs(cfg, want); diff != "" {
 		t.Errorf("config from kubeadm's file: %s", diff)
@@ -106,8 +109,8 @@ func TestParseKubeadmConfig(t *testing.T) {
 	if !slices.Equal(cf.ignored, wantIgnored) || len(cf.unknown) != 0 {
 		t.Errorf("ignored = %q, unknown = %q; want %q and none", cf.ignored, cf.unknown, wantIgnored)
 	}
-	if len(cf.warnings) != 1 || !strings.Contains(cf.warnings[0], "cgroupDriver systemd") {
-		t.Errorf("warnings = %q, want one about cgroupDriver systemd", cf.warnings)
+	if len(cf.warnings) != 0 {
+		t.Errorf("warnings = %q, want none", cf.warnings)
 	}
 }
 
@@ -129,6 +132,7 @@ func compareConfigs(got, want runConfig) string {
 	check("logMaxSize", got.logMaxSize, want.logMaxSize)
 	check("logMaxFiles", got.logMaxFiles, want.logMaxFiles)
 	check("cgroupsPerQOS", got.cgroupsPerQOS, want.cgroupsPerQOS)
+	check("cgroupDriver", got.cgroupDriver, want.cgroupDriver)
 	check("healthzAddress", got.healthzAddress, want.healthzAddress)
 	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
 	check("shutdownGracePeriodCriticalPods", got.shutdownGracePeriodCritical, want.shutdownGracePeriodCritical)
@@ -164,7 +168,8 @@ func TestParseKubeletConfigFields(t *testing.T) {
 		{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{cgroupsPerQOS: true}},
 		{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
 			runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
-				unsafeSysctls: []string{"net.core.somaxconn"}}},
+				unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}},
+		{"systemd driver", "cgroupDriver: systemd\n", runConfig{cgroupDriver: "systemd"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -392,7 +397,12 @@ func TestKubeletConfigFile(t *testing.T) {
 	e := newEnv(t)
 	port := freePort(t)
 	file := filepath.Join(e.dir, "kubelet-config.yaml")
-	if err := os.WriteFile(file, []byte(kubeadmFile(e.ctrd.Address, e.logs, port)), 0o644); err != nil {
+	content := kubeadmFile(e.ctrd.Address, e.logs, port)
+	if !sandbox.SystemdBooted() {
+		// The systemd driver needs systemd: TestCgroupDriverNeedsSystemd.
+		content = strings.Replace(content, "cgroupDriver: systemd", "cgroupDriver: cgroupfs", 1)
+	}
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	e.write("web.yaml", sleeperPod("web", "cfg", false))
@@ -433,8 +443,23 @@ func TestKubeletConfigFile(t *testing.T) {
 	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "clusterDNS") {
 		t.Errorf("log lines naming evictionHard: %q, want one warning (that also names clusterDNS)", warned)
 	}
-	if n := strings.Count(d.out.String(), "cgroupDriver systemd"); n != 1 {
-		t.Errorf("cgroupDriver systemd warned %d times, want once", n)
+	if strings.Contains(d.out.String(), "cgroupDriver") {
+		t.Errorf("staticlet warned about cgroupDriver:\n%s", d.out.String())
+	}
+}
+
+// TestCgroupDriverNeedsSystemd: the systemd driver where systemd is not
+// the init system is refused at start, with the reason.
+func TestCgroupDriverNeedsSystemd(t *testing.T) {
+	if sandbox.SystemdBooted() {
+		t.Skip("systemd is the init system here")
+	}
+	e := newEnv(t)
+	cmd := exec.Command(binary(t), "run", "--manifest-dir", e.manifest, "--containerd-address", e.ctrd.Address,
+		"--root-dir", e.root, "--status-socket", filepath.Join(e.dir, "s.sock"), "--cgroup-driver", "systemd")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "systemd cgroup driver needs systemd") {
+		t.Errorf("staticlet run --cgroup-driver systemd without systemd: %v, want an error saying systemd is needed:\n%s", err, out)
 	}
 }
 
@@ -479,6 +504,7 @@ func TestPackagedConfig(t *testing.T) {
 		"max-pods":                strconv.Itoa(cfg.maxPods),
 		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
 		"cgroups-per-qos":         strconv.FormatBool(cfg.cgroupsPerQOS),
+		"cgroup-driver":           cfg.cgroupDriver,
 	}
 	got["shutdown-grace-period-critical-pods"] = cfg.shutdownGracePeriodCritical.String()
 	flags := runCommand().Flags()

@@ -63,10 +63,22 @@ keeps them running, and reports their status on a local socket and to systemd.`,
 func versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print staticlet's version",
+		Short: "Print staticlet's version, and the node's cgroup mode and init system",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "staticlet %s\n", version)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "staticlet %s\n", version)
+			mode, err := sandbox.CgroupMode()
+			if err != nil {
+				mode = "unknown: " + err.Error()
+			}
+			fmt.Fprintf(out, "cgroups: %s\n", mode)
+			// Which --cgroup-driver can work here: systemd needs systemd.
+			drivers := "cgroupfs"
+			if sandbox.SystemdBooted() {
+				drivers = "cgroupfs, systemd"
+			}
+			fmt.Fprintf(out, "cgroup drivers: %s\n", drivers)
 		},
 	}
 }

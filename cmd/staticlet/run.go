@@ -67,6 +67,7 @@ type runConfig struct {
 	// shutdownGracePeriod.
 	shutdownGracePeriodCritical time.Duration
 	cgroupsPerQOS               bool
+	cgroupDriver                string // cgroupfs or systemd
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -131,6 +132,8 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
 	f.DurationVar(&cfg.shutdownGracePeriodCritical, "shutdown-grace-period-critical-pods", 0,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
+	f.StringVar(&cfg.cgroupDriver, "cgroup-driver", "cgroupfs", "how pod and container cgroups are made: cgroupfs (staticlet and runc write them) or systemd "+
+		"(slices under <containerd namespace>.slice and container scopes, through systemd, as the kubelet's systemd driver; needs systemd as the init system)")
 	f.BoolVar(&cfg.cgroupsPerQOS, "cgroups-per-qos", true, "make a cgroup per QoS class and per pod, as the kubelet does; false puts containers' cgroups directly under /<containerd namespace>")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
@@ -163,6 +166,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
 			cfg.shutdownGracePeriod, cfg.shutdownGracePeriodCritical, err)
 	}
+	if cfg.cgroupDriver != "cgroupfs" && cfg.cgroupDriver != "systemd" {
+		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.cgroupDriver)
+	}
 	nodeIP := hostIP(cfg.podBridge)
 	network, err := networkConfig(cfg)
 	if err != nil {
@@ -192,6 +198,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Network:              network,
 		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
 		NoPodCgroups:         !cfg.cgroupsPerQOS,
+		SystemdCgroups:       cfg.cgroupDriver == "systemd",
 		Logger:               logger,
 	})
 	if err != nil {
@@ -287,7 +294,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return notifier.Run(ctx) })
 	g.Go(func() error { return shutdown.Run(ctx) })
 	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.manifestDir, "node", cfg.nodeName,
-		"containerd", cfg.containerdAddress)
+		"containerd", cfg.containerdAddress, "cgroups", rt.CgroupMode(), "cgroup-driver", cfg.cgroupDriver)
 	err = g.Wait()
 	logger.Info("staticlet stopped; pods keep running")
 	return err

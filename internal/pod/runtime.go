@@ -49,6 +49,10 @@ type Record struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	ExitCode   int32
+	// OOMKilled says the kernel's OOM killer killed a process of the
+	// container during its life: the reason of its exit is OOMKilled, as
+	// with the kubelet, whatever the exit code.
+	OOMKilled bool
 	// Message is an exited container's termination message: what it
 	// wrote to its terminationMessagePath or, by its policy, the tail of
 	// its log.
@@ -66,12 +70,15 @@ type ContainerRequest struct {
 }
 
 // TaskExit reports that a container's main process exited, as the runtime's
-// event stream tells it.
+// event stream tells it, or, with OOM set, that the kernel's OOM killer
+// killed a process of the container (before or after its exit): either
+// way, the pod's containers are worth listing again.
 type TaskExit struct {
 	ContainerID string
 	Pod         Key
 	ExitCode    uint32
 	ExitedAt    time.Time
+	OOM         bool
 }
 
 // WaitingError is an error that leaves a container waiting with a

@@ -367,7 +367,7 @@ func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeRuntime) RemovePodFiles(namespace, name, uid string) error {
+func (f *fakeRuntime) RemovePodFiles(ctx context.Context, namespace, name, uid string) error {
 	f.log.add(call{op: "files", pod: pod.Key{Namespace: namespace, Name: name}, id: uid})
 	return nil
 }
@@ -399,6 +399,21 @@ func (f *fakeRuntime) exit(t *testing.T, id string, code int32) {
 		t.Fatalf("exit(%s): no such running container", id)
 	}
 	f.exitLocked(r, code)
+}
+
+// oomKill has the kernel's OOM killer kill the process of container id:
+// its runtime first tells of the kill, then of the exit, 137.
+func (f *fakeRuntime) oomKill(t *testing.T, id string) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.recs[id]
+	if !ok || r.State != pod.TaskRunning {
+		t.Fatalf("oomKill(%s): no such running container", id)
+	}
+	r.OOMKilled = true
+	f.exits <- pod.TaskExit{ContainerID: r.ID, Pod: r.Pod, OOM: true}
+	f.exitLocked(r, 137)
 }
 
 // newest returns the newest record of container name ("" for the sandbox)

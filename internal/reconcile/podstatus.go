@@ -176,7 +176,10 @@ func containerStatus(c *v1.Container, recs []pod.Record, w waitingState, policy 
 
 func terminated(r pod.Record) *v1.ContainerStateTerminated {
 	reason := "Completed"
-	if r.ExitCode != 0 {
+	switch {
+	case r.OOMKilled:
+		reason = "OOMKilled"
+	case r.ExitCode != 0:
 		reason = "Error"
 	}
 	return &v1.ContainerStateTerminated{

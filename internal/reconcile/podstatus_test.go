@@ -642,3 +642,20 @@ func TestCapMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildPodOOMKilled: an OOM kill is the reason of an exit whatever its
+// code, in state and in lastState.
+func TestBuildPodOOMKilled(t *testing.T) {
+	p := mkPod(t, podSpec{})
+	r := newRecs(p, pod.TaskRunning).exit("app", 0, 137).run("app", 1)
+	r.out[1].OOMKilled = true
+	cs := buildPod(r.input(nil)).Status.ContainerStatuses[0]
+	if got := cs.LastTerminationState.Terminated; got == nil || got.Reason != "OOMKilled" || got.ExitCode != 137 {
+		t.Errorf("lastState.terminated = %+v, want OOMKilled with 137", got)
+	}
+	r = newRecs(p, pod.TaskRunning).exit("app", 0, 3)
+	r.out[1].OOMKilled = true
+	if got := buildPod(r.input(nil)).Status.ContainerStatuses[0].State.Terminated; got == nil || got.Reason != "OOMKilled" || got.ExitCode != 3 {
+		t.Errorf("state.terminated = %+v, want OOMKilled with 3", got)
+	}
+}

@@ -51,7 +51,7 @@ type Runtime interface {
 	// id, started for req; nil means it succeeded. ctx bounds it.
 	RunHook(ctx context.Context, id string, req pod.ContainerRequest, h *v1.LifecycleHandler) error
 	RemoveContainer(ctx context.Context, id string) error
-	RemovePodFiles(namespace, name, uid string) error
+	RemovePodFiles(ctx context.Context, namespace, name, uid string) error
 }
 
 // Reporter receives the observed state the reconciler computes.

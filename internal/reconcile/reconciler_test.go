@@ -854,3 +854,32 @@ func TestRunSidecarStoppedWhenPodCompletes(t *testing.T) {
 		}
 	})
 }
+
+// TestRunOOMKilled: a container the OOM killer killed ends with reason
+// OOMKilled, told once in a Warning event; a kill found at adoption, from
+// before the reconciler began, is in the status but told of in no event.
+func TestRunOOMKilled(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{policy: v1.RestartPolicyNever, apps: []string{"a", "b"}})
+		recs := runningRecs(p, "old", 0)
+		for i := range recs {
+			if recs[i].Name == "b" {
+				recs[i].State, recs[i].ExitCode, recs[i].OOMKilled = pod.TaskExited, 137, true
+			}
+		}
+		h := newHarness(t, Config{}, recs...)
+		h.set(p)
+		h.rt.oomKill(t, h.rt.newest(t, p.Key(), "a").ID)
+		h.sleep(2 * time.Minute) // resyncs tell of no kill twice
+		for _, name := range []string{"a", "b"} {
+			cs := containerStatusOf(t, h.status(p), name)
+			if term := cs.State.Terminated; term == nil || term.Reason != "OOMKilled" || term.ExitCode != 137 {
+				t.Errorf("%s: state %s, want terminated by OOMKilled with 137", name, stateString(cs.State))
+			}
+		}
+		evs := h.rep.eventsWith("OOMKilled")
+		if len(evs) != 1 || evs[0].Container != "a" || evs[0].Type != pod.EventWarning {
+			t.Errorf("OOMKilled events = %+v, want one Warning for a", evs)
+		}
+	})
+}

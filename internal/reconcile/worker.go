@@ -53,6 +53,10 @@ type worker struct {
 	// startup probe failed: they restart unless the policy is Never,
 	// whatever their exit code, as with the kubelet.
 	probeKilled map[string]bool
+	// oomSeen holds the OOM-killed containers already told of in an
+	// event; nil until the first pass, which tells of none: those were
+	// killed before this worker began.
+	oomSeen map[string]bool
 }
 
 // waitingState is why a container is not running, when a start failed.
@@ -204,7 +208,7 @@ func (w *worker) remove(ctx context.Context) error {
 	}
 	var errs []error
 	for uid := range uids {
-		if err := w.rt.RemovePodFiles(w.key.Namespace, w.key.Name, uid); err != nil {
+		if err := w.rt.RemovePodFiles(ctx, w.key.Namespace, w.key.Name, uid); err != nil {
 			errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", w.key, err))
 		}
 	}
@@ -292,7 +296,7 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 		// kubelet).
 		for _, r := range stale {
 			if r.Kind == pod.KindSandbox && r.PodUID != string(p.UID) && r.PodUID != keepUID {
-				if err := w.rt.RemovePodFiles(w.key.Namespace, w.key.Name, r.PodUID); err != nil {
+				if err := w.rt.RemovePodFiles(ctx, w.key.Namespace, w.key.Name, r.PodUID); err != nil {
 					return 0, fmt.Errorf("removing the files of replaced pod %s: %w", w.key, err)
 				}
 			}
@@ -324,6 +328,7 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 			startLater = true
 		}
 	}
+	w.reportOOMKills(v)
 	again, err := w.converge(ctx, p, sb, v)
 	if startLater {
 		if rec, serr := w.startSandbox(ctx, sb); serr != nil {
@@ -352,6 +357,26 @@ func (w *worker) startSandbox(ctx context.Context, sb pod.Record) (pod.Record, e
 // sharesPID tells whether p's containers join their sandbox's PID namespace.
 func sharesPID(p *pod.Pod) bool {
 	return !p.Spec.HostPID && p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace
+}
+
+// reportOOMKills tells in a Warning event of each container found
+// OOM-killed since the worker began, once.
+func (w *worker) reportOOMKills(v view) {
+	seen := map[string]bool{}
+	for name, recs := range v.byName {
+		for _, r := range recs {
+			if !r.OOMKilled {
+				continue
+			}
+			seen[r.ID] = true
+			if w.oomSeen != nil && !w.oomSeen[r.ID] {
+				w.event(name, pod.EventWarning, "OOMKilled",
+					fmt.Sprintf("Container %s was killed by the kernel's OOM killer: it ran out of memory (exit code %d)", name, r.ExitCode))
+			}
+		}
+	}
+	// Only containers still there need remembering.
+	w.oomSeen = seen
 }
 
 // replaceGrace is the grace for containers being replaced: that of the

@@ -2,15 +2,18 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/containerd/containerd/api/types/runc/options"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	v1 "k8s.io/api/core/v1"
 
@@ -27,6 +30,8 @@ type cgroupHost struct {
 	unified bool
 	// v2Root is the mount of the v2 hierarchy in unified mode.
 	v2Root string
+	// v2Mount is where a v2 hierarchy is mounted, in any mode.
+	v2Mount string
 	// v1 maps each v1 controller (cpu, memory, hugetlb, ...) to its mount.
 	v1 map[string]string
 	// all are the mounts of every hierarchy, where a pod's cgroup has a
@@ -54,6 +59,7 @@ func detectCgroups() (cgroupHost, error) {
 		switch fstype {
 		case "cgroup2":
 			h.all = append(h.all, mnt)
+			h.v2Mount = mnt
 			if mnt == "/sys/fs/cgroup" {
 				h.unified, h.v2Root = true, mnt
 			}
@@ -68,6 +74,38 @@ func detectCgroups() (cgroupHost, error) {
 	}
 	return h, sc.Err()
 }
+
+// Cgroup modes, as CgroupMode names them.
+const (
+	CgroupUnified = "v2 (unified)"
+	CgroupHybrid  = "hybrid (v1, with v2 at /sys/fs/cgroup/unified)"
+	CgroupLegacy  = "v1 (legacy)"
+)
+
+// mode names the node's cgroup mode: unified (v2 alone), hybrid (v1
+// controllers, and v2 with none beside them) or legacy (v1 alone).
+func (h cgroupHost) mode() string {
+	switch {
+	case h.unified:
+		return CgroupUnified
+	case h.v2Mount != "":
+		return CgroupHybrid
+	}
+	return CgroupLegacy
+}
+
+// CgroupMode names the cgroup mode of the node staticlet runs on, as read
+// from its mounts: one of CgroupUnified, CgroupHybrid and CgroupLegacy.
+func CgroupMode() (string, error) {
+	h, err := detectCgroups()
+	if err != nil {
+		return "", err
+	}
+	return h.mode(), nil
+}
+
+// CgroupMode names the cgroup mode of the node, as found at New.
+func (r *Runtime) CgroupMode() string { return r.cgroups.mode() }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).
 func unescapeMount(s string) string {
@@ -139,17 +177,45 @@ func hugePageSizes() []string {
 	return out
 }
 
-// cgroupRoot is the cgroup every pod's cgroup is under.
+// cgroupRoot is the cgroup every pod's cgroup is under, with cgroupfs.
 func (r *Runtime) cgroupRoot() string { return "/" + r.cfg.Namespace }
+
+// rootSlice is the first part of the names of staticlet's slices, with
+// the systemd driver: its root slice is rootSlice()+".slice".
+func (r *Runtime) rootSlice() string { return escapeSliceName(r.cfg.Namespace) }
 
 // podCgroup is the cgroup of the pod p whose sandbox has uid (which a
 // container edit does not change): the cgroup root itself without pod
-// cgroups.
+// cgroups. With the systemd driver, it is a slice's name.
 func (r *Runtime) podCgroup(p *pod.Pod, uid string) string {
-	if r.cfg.NoPodCgroups {
+	switch {
+	case r.slices != nil && r.cfg.NoPodCgroups:
+		return r.rootSlice() + ".slice"
+	case r.slices != nil:
+		return spec.PodSlice(r.rootSlice(), pod.QOSClass(&p.Spec), escapeSliceName(uid))
+	case r.cfg.NoPodCgroups:
 		return r.cgroupRoot()
 	}
 	return spec.PodCgroup(r.cgroupRoot(), pod.QOSClass(&p.Spec), uid)
+}
+
+// containerCgroup is the cgroupsPath of container id whose pod's cgroup is
+// podCgroup: a path below it, or with the systemd driver runc's
+// "slice:prefix:name", for the scope <root>-<id>.scope in the pod's slice.
+func (r *Runtime) containerCgroup(podCgroup, id string) string {
+	if r.slices != nil {
+		return podCgroup + ":" + r.rootSlice() + ":" + id
+	}
+	return path.Join(podCgroup, id)
+}
+
+// runtimeOptions are the runc shim's options for staticlet's containers:
+// runc's systemd cgroup driver with staticlet's, else its default.
+func (r *Runtime) runtimeOptions() any {
+	if r.slices != nil {
+		return &options.Options{SystemdCgroup: true}
+	}
+	return nil
 }
 
 // cgroupFile is one value to write into a cgroup.
@@ -213,14 +279,17 @@ func sharesToWeight(shares uint64) uint64 {
 
 // ensurePodCgroup creates the cgroup of p, whose sandbox has uid, with the
 // pod's limits, as the kubelet does before it starts a pod's containers,
-// and returns its path. runc creates the directories a container's cgroup
-// is in but sets only the container's own limits. The limits are written
-// again before each container starts, so they follow edits of the pod's
-// containers: a container's CFS quota above its parent's fails to start
-// on cgroup v1.
+// and returns its path (a slice's name with the systemd driver). runc
+// creates the directories a container's cgroup is in but sets only the
+// container's own limits. The limits are written again before each
+// container starts, so they follow edits of the pod's containers: a
+// container's CFS quota above its parent's fails to start on cgroup v1.
 // The path is returned also with an error.
-func (r *Runtime) ensurePodCgroup(p *pod.Pod, uid string) (string, error) {
+func (r *Runtime) ensurePodCgroup(ctx context.Context, p *pod.Pod, uid string) (string, error) {
 	path := r.podCgroup(p, uid)
+	if r.slices != nil {
+		return path, r.ensurePodSlice(ctx, p, path)
+	}
 	if r.cfg.NoPodCgroups {
 		// runc makes the root; the pod's limits are its containers'.
 		return path, nil
@@ -232,12 +301,57 @@ func (r *Runtime) ensurePodCgroup(p *pod.Pod, uid string) (string, error) {
 	files := cgroupFiles(r.cgroups.unified, res)
 	if pod.QOSClass(&p.Spec) == v1.PodQOSBestEffort {
 		// The kubelet gives all BestEffort pods together the least weight.
-		parent := &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: &[]uint64{spec.MinShares}[0]}}
-		if err := r.cgroups.write(filepath.Dir(path), cgroupFiles(r.cgroups.unified, parent)); err != nil {
+		if err := r.cgroups.write(filepath.Dir(path), cgroupFiles(r.cgroups.unified, bestEffortResources())); err != nil {
 			return path, err
 		}
 	}
 	return path, r.cgroups.write(path, files)
+}
+
+// bestEffortResources are the limits of the cgroup all BestEffort pods
+// share: the least CPU weight.
+func bestEffortResources() *specs.LinuxResources {
+	return &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: &[]uint64{spec.MinShares}[0]}}
+}
+
+// ensurePodSlice starts the slice of pod p with its limits, and the slices
+// above it. runc's systemd driver would have systemd make missing parents
+// implicitly, but with default dependencies: stopped, and the pods in them
+// killed, at the start of every shutdown.
+func (r *Runtime) ensurePodSlice(ctx context.Context, p *pod.Pod, slice string) error {
+	root := r.rootSlice() + ".slice"
+	if err := r.slices.ensureOnce(ctx, root, "staticlet's pods", nil); err != nil {
+		return err
+	}
+	if r.cfg.NoPodCgroups {
+		return nil
+	}
+	switch qos := pod.QOSClass(&p.Spec); qos {
+	case v1.PodQOSBurstable:
+		if err := r.slices.ensureOnce(ctx, r.rootSlice()+"-burstable.slice", "staticlet's Burstable pods", nil); err != nil {
+			return err
+		}
+	case v1.PodQOSBestEffort:
+		if err := r.slices.ensureOnce(ctx, r.rootSlice()+"-besteffort.slice", "staticlet's BestEffort pods", bestEffortResources()); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	res, err := spec.PodResources(p, r.resources)
+	if err != nil {
+		return err
+	}
+	if err := r.slices.ensure(ctx, slice, "staticlet pod "+p.String(), res); err != nil {
+		return err
+	}
+	// systemd has no property for huge pages, and keeps the CPU quota in
+	// steps of 10ms a second: the exact values go in the files.
+	dir, err := SliceDir(slice)
+	if err != nil {
+		return err
+	}
+	return r.cgroups.writeExisting(dir, cgroupFiles(r.cgroups.unified, res))
 }
 
 // write creates cgroup path where files go and writes them.
@@ -247,6 +361,20 @@ func (h cgroupHost) write(path string, files []cgroupFile) error {
 			return err
 		}
 	}
+	return h.writeFiles(path, files, true)
+}
+
+// writeExisting writes files into cgroup path, those of them that exist:
+// a cgroup systemd made, whose controllers are its to enable.
+func (h cgroupHost) writeExisting(path string, files []cgroupFile) error {
+	return h.writeFiles(path, files, false)
+}
+
+// writeFiles writes files into cgroup path in each controller's hierarchy,
+// creating its directories if create is set. A file that does not exist
+// is skipped where it can be missing: on v2, where its controller is not
+// enabled, and in a cgroup not created here.
+func (h cgroupHost) writeFiles(path string, files []cgroupFile, create bool) error {
 	for _, f := range files {
 		dir := filepath.Join(h.v2Root, path)
 		if !h.unified {
@@ -256,11 +384,13 @@ func (h cgroupHost) write(path string, files []cgroupFile) error {
 			}
 			dir = filepath.Join(mnt, path)
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("creating cgroup %s: %w", dir, err)
+		if create {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("creating cgroup %s: %w", dir, err)
+			}
 		}
 		file := filepath.Join(dir, f.name)
-		if _, err := os.Stat(file); h.unified && errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(file); (h.unified || !create) && errors.Is(err, fs.ErrNotExist) {
 			continue // the controller is not available here
 		}
 		if err := os.WriteFile(file, []byte(f.value), 0o644); err != nil {
@@ -303,12 +433,21 @@ func (h cgroupHost) enableControllers(path string) error {
 // hierarchy: runc removes a container's own cgroup, not the pod's it made
 // on the way. A cgroup that still holds a process stays, with an error.
 // Without pod cgroups there is none, and the node's cgroups may not be
-// writable.
-func (r *Runtime) removePodCgroups(uid string) error {
+// writable. With the systemd driver, the pod's slice is stopped, which
+// removes its cgroups.
+func (r *Runtime) removePodCgroups(ctx context.Context, uid string) error {
 	if r.cfg.NoPodCgroups {
 		return nil
 	}
 	var errs []error
+	if r.slices != nil {
+		ctx, cancel := r.call(context.WithoutCancel(ctx))
+		defer cancel()
+		for _, slice := range spec.PodSliceCandidates(r.rootSlice(), escapeSliceName(uid)) {
+			errs = append(errs, r.slices.stop(ctx, slice))
+		}
+		return errors.Join(errs...)
+	}
 	for _, mnt := range r.cgroups.all {
 		for _, path := range spec.PodCgroupCandidates(r.cgroupRoot(), uid) {
 			errs = append(errs, removeCgroupTree(filepath.Join(mnt, path)))

@@ -91,7 +91,7 @@ func TestCgroupWriteAndRemoveV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runtime{cfg: Config{Namespace: "staticlet"}, cgroups: h}
-	if err := r.removePodCgroups("U"); err != nil {
+	if err := r.removePodCgroups(t.Context(), "U"); err != nil {
 		t.Fatalf("removePodCgroups: %v", err)
 	}
 	for _, dir := range []string{"cpu/staticlet/burstable/podU", "memory/staticlet/burstable/podU"} {
@@ -103,7 +103,7 @@ func TestCgroupWriteAndRemoveV1(t *testing.T) {
 		t.Errorf("the QoS cgroup went with the pod's: %v", err)
 	}
 	// Removing again finds nothing and succeeds.
-	if err := r.removePodCgroups("U"); err != nil {
+	if err := r.removePodCgroups(t.Context(), "U"); err != nil {
 		t.Errorf("removePodCgroups again: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,7 +42,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	// follow the pod's containers as they are now. Lowering them can fail
 	// (below what the pod uses, or what a running container is allowed),
 	// which need not stop this container.
-	podCgroup, err := r.ensurePodCgroup(p, req.Sandbox.PodUID)
+	podCgroup, err := r.ensurePodCgroup(ctx, p, req.Sandbox.PodUID)
 	if err != nil {
 		r.cfg.Logger.Warn("updating the limits of a pod's cgroup", "pod", p.String(), "err", err)
 	}
@@ -62,7 +61,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		Namespaces:       r.pinnedPaths(req.Sandbox.ID, p),
 		SandboxPID:       req.Sandbox.Pid,
 		Image:            img.config,
-		CgroupsPath:      path.Join(podCgroup, id),
+		CgroupsPath:      r.containerCgroup(podCgroup, id),
 		Resources:        r.resources,
 		Volumes:          volumes,
 		EtcFiles:         r.etcFiles(req.Sandbox.PodUID),
@@ -100,7 +99,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		client.WithImage(img.image),
 		client.WithSnapshotter(r.cfg.Snapshotter),
 		client.WithNewSnapshot(id, img.image),
-		client.WithRuntime(runcRuntime, nil),
+		client.WithRuntime(runcRuntime, r.runtimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels))
 	if err != nil {

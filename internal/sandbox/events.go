@@ -19,18 +19,23 @@ import (
 // stream broke (containerd restarting, say).
 const resubscribeDelay = time.Second
 
-// Exits subscribes to containerd's task-exit events and sends one TaskExit
-// per exited container of staticlet's, until ctx ends. Before sending, it
-// writes the exit into the container's labels and deletes the task, so the
-// shim goes away and the exit survives it. When the stream breaks and is
-// re-established, it sends a TaskExit with an empty ContainerID: exits may
-// have been missed, and every pod should be looked at again.
+// Exits subscribes to containerd's task-exit and OOM events and sends one
+// TaskExit per exited container of staticlet's, and one with OOM set per
+// OOM kill in one, until ctx ends. Before sending an exit, it notes an OOM
+// kill the container's cgroup counted; after, it writes the exit into the
+// container's labels and deletes the task, so the shim goes away and the
+// exit survives it. When the stream breaks and is re-established, it sends
+// a TaskExit with an empty ContainerID: exits may have been missed, and
+// every pod should be looked at again.
 func (r *Runtime) Exits(ctx context.Context, out chan<- pod.TaskExit) error {
-	filter := fmt.Sprintf(`topic=="/tasks/exit",namespace==%q`, r.cfg.Namespace)
+	filters := []string{
+		fmt.Sprintf(`topic=="/tasks/exit",namespace==%q`, r.cfg.Namespace),
+		fmt.Sprintf(`topic=="/tasks/oom",namespace==%q`, r.cfg.Namespace),
+	}
 	first := true
 	for {
 		sctx, cancel := context.WithCancel(ctx)
-		evs, errs := r.client.Subscribe(sctx, filter)
+		evs, errs := r.client.Subscribe(sctx, filters...)
 		if !first {
 			select {
 			case out <- pod.TaskExit{}:
@@ -70,31 +75,48 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 				r.cfg.Logger.Warn("decoding a containerd event", "topic", env.Topic, "err", err)
 				continue
 			}
-			e, ok := v.(*apievents.TaskExit)
-			// Exits of exec'd processes have their own ID; only the main
-			// process ends a container.
-			if !ok || e.ID != e.ContainerID {
+			var exit pod.TaskExit
+			switch e := v.(type) {
+			case *apievents.TaskExit:
+				// Exits of exec'd processes have their own ID; only the
+				// main process ends a container.
+				if e.ID != e.ContainerID {
+					continue
+				}
+				exit = pod.TaskExit{ContainerID: e.ContainerID, ExitCode: e.ExitStatus, ExitedAt: e.ExitedAt.AsTime()}
+			case *apievents.TaskOOM:
+				exit = pod.TaskExit{ContainerID: e.ContainerID, OOM: true}
+			default:
 				continue
 			}
-			exit := pod.TaskExit{ContainerID: e.ContainerID, ExitCode: e.ExitStatus, ExitedAt: e.ExitedAt.AsTime()}
-			c, key, err := r.exitOwner(ctx, e.ContainerID)
+			c, key, err := r.exitOwner(ctx, exit.ContainerID)
 			if err != nil {
-				r.cfg.Logger.Warn("looking up an exited container", "container", e.ContainerID, "err", err)
+				r.cfg.Logger.Warn("looking up a container's task event", "container", exit.ContainerID, "err", err)
 			}
 			if key == (pod.Key{}) {
 				continue // not staticlet's, or already removed
 			}
-			// The reconciler hears of the exit first, so a restart does not
-			// wait for the bookkeeping below; the task list tells it the
-			// exit code until the labels do.
 			exit.Pod = key
+			if exit.OOM {
+				if err := r.noteOOM(ctx, c); err != nil {
+					r.cfg.Logger.Warn("recording an OOM kill", "container", exit.ContainerID, "err", err)
+				}
+			} else if err := r.noteCgroupOOM(ctx, c); err != nil {
+				r.cfg.Logger.Warn("recording an OOM kill", "container", exit.ContainerID, "err", err)
+			}
+			// The reconciler hears of the exit before the bookkeeping
+			// below, so a restart does not wait for it; the task list
+			// tells it the exit code until the labels do.
 			select {
 			case out <- exit:
 			case <-ctx.Done():
 				return nil
 			}
+			if exit.OOM {
+				continue
+			}
 			if err := r.settleExit(ctx, c, exit); err != nil {
-				r.cfg.Logger.Warn("recording a container exit", "container", e.ContainerID, "err", err)
+				r.cfg.Logger.Warn("recording a container exit", "container", exit.ContainerID, "err", err)
 			}
 		}
 	}
@@ -112,14 +134,40 @@ func (r *Runtime) exitOwner(ctx context.Context, id string) (client.Container, p
 	if err != nil {
 		return nil, pod.Key{}, fmt.Errorf("loading container %s: %w", id, err)
 	}
-	labels, err := c.Labels(ctx)
-	if errdefs.IsNotFound(err) {
-		return nil, pod.Key{}, nil
-	}
+	// LoadContainer has just read the record: its labels need no second call.
+	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
-		return nil, pod.Key{}, fmt.Errorf("reading labels of container %s: %w", id, err)
+		return nil, pod.Key{}, fmt.Errorf("reading container %s: %w", id, err)
 	}
-	return c, pod.Key{Namespace: labels[LabelPodNamespace], Name: labels[LabelPodName]}, nil
+	return c, pod.Key{Namespace: info.Labels[LabelPodNamespace], Name: info.Labels[LabelPodName]}, nil
+}
+
+// noteCgroupOOM records an OOM kill that the cgroup of exited container c
+// counted, before its task is deleted along with the cgroup: the list of
+// containers then shows the exit with its reason.
+func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) error {
+	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return fmt.Errorf("reading container %s: %w", c.ID(), err)
+	}
+	if info.Labels[LabelOOMKilled] == "true" {
+		return nil
+	}
+	n, err := r.cgroups.oomKills(specCgroupsPath(info.Spec))
+	if err != nil || n == 0 {
+		return err
+	}
+	return r.noteOOM(ctx, c)
+}
+
+// noteOOM marks container c as OOM-killed.
+func (r *Runtime) noteOOM(ctx context.Context, c client.Container) error {
+	ctx, cancel := r.call(context.WithoutCancel(ctx))
+	defer cancel()
+	if _, err := c.SetLabels(ctx, map[string]string{LabelOOMKilled: "true"}); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("marking container %s OOM-killed: %w", c.ID(), err)
+	}
+	return nil
 }
 
 // settleExit keeps an exit in the container's labels and deletes its task,

@@ -182,7 +182,7 @@ func (h *harness) createSandbox(p *pod.Pod) pod.Record {
 	// The pod's cgroup goes last, after its containers (cleanups run in
 	// reverse).
 	h.t.Cleanup(func() {
-		if err := h.rt.removePodCgroups(string(p.UID)); err != nil {
+		if err := h.rt.removePodCgroups(context.Background(), string(p.UID)); err != nil {
 			h.t.Errorf("removing the cgroups of pod %s: %v", p, err)
 		}
 	})

@@ -55,5 +55,6 @@ func recordFromLabels(id string, labels map[string]string, created time.Time) po
 		rec.ExitCode = int32(c)
 		rec.FinishedAt, _ = time.Parse(time.RFC3339Nano, labels[LabelFinishedAt])
 	}
+	rec.OOMKilled = labels[LabelOOMKilled] == "true"
 	return rec
 }

@@ -28,19 +28,24 @@ func (r *Runtime) AllContainers(ctx context.Context) ([]pod.Record, error) {
 	return recs, err
 }
 
+// list lists the containers filter selects, with their processes. Tasks
+// are listed before containers: an exit settled between the two calls is
+// then in the containers' labels, which win over the task list. The other
+// order could see a container before its exit was recorded and its task
+// after it was deleted, a container that seems never to have run.
 func (r *Runtime) list(ctx context.Context, filter string) ([]pod.Record, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
+	resp, err := r.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("listing tasks: %w", err)
+	}
 	cs, err := r.client.ContainerService().List(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("listing containers: %w", err)
 	}
 	if len(cs) == 0 {
 		return nil, nil
-	}
-	resp, err := r.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("listing tasks: %w", err)
 	}
 	procs := make(map[string]*task.Process, len(resp.Tasks))
 	for _, t := range resp.Tasks {
@@ -50,22 +55,36 @@ func (r *Runtime) list(ctx context.Context, filter string) ([]pod.Record, error)
 	out := make([]pod.Record, 0, len(cs))
 	for _, c := range cs {
 		rec := recordFromLabels(c.ID, c.Labels, c.CreatedAt)
-		if t, ok := procs[c.ID]; ok {
-			rec.Pid = t.Pid
-			switch t.Status {
-			case task.Status_RUNNING, task.Status_PAUSED, task.Status_PAUSING:
-				rec.State = pod.TaskRunning
-			case task.Status_STOPPED:
-				rec.State = pod.TaskExited
-				rec.ExitCode = int32(t.ExitStatus)
-				if t.ExitedAt != nil {
-					rec.FinishedAt = t.ExitedAt.AsTime()
-				}
-			}
+		t, live := procs[c.ID]
+		applyTask(&rec, t)
+		// An exit not recorded yet, missed while staticlet was not
+		// running, say: its cgroup is still there to tell an OOM kill.
+		if rec.State == pod.TaskExited && !rec.OOMKilled && c.Labels[LabelExitCode] == "" {
+			n, _ := r.cgroups.oomKills(specCgroupsPath(c.Spec))
+			rec.OOMKilled = n > 0
 		}
-		_, live := procs[c.ID]
 		rec.Message = r.terminationMessage(ctx, rec, c.Labels, live)
 		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// applyTask adds what task t (nil when the container has none) tells of
+// its process to rec, built from the container's labels. An exit in the
+// labels is final: a container's process runs once.
+func applyTask(rec *pod.Record, t *task.Process) {
+	if t == nil || rec.State == pod.TaskExited {
+		return
+	}
+	rec.Pid = t.Pid
+	switch t.Status {
+	case task.Status_RUNNING, task.Status_PAUSED, task.Status_PAUSING:
+		rec.State = pod.TaskRunning
+	case task.Status_STOPPED:
+		rec.State = pod.TaskExited
+		rec.ExitCode = int32(t.ExitStatus)
+		if t.ExitedAt != nil {
+			rec.FinishedAt = t.ExitedAt.AsTime()
+		}
+	}
 }

@@ -47,6 +47,9 @@ const (
 	LabelImageID      = labelPrefix + "image.id"
 	LabelExitCode     = labelPrefix + "exit.code"
 	LabelFinishedAt   = labelPrefix + "exit.time"
+	// LabelOOMKilled is "true" on a container the kernel's OOM killer
+	// killed a process of: its exit's reason is OOMKilled.
+	LabelOOMKilled = labelPrefix + "exit.oom"
 	// LabelPodIPs is on a sandbox: its pod's addresses, comma-separated.
 	LabelPodIPs = labelPrefix + "pod.ips"
 )
@@ -94,6 +97,10 @@ type Config struct {
 	// cannot write the node's cgroups (in a container of its own) while
 	// containerd's runc can.
 	NoPodCgroups bool
+	// SystemdCgroups is the kubelet's systemd cgroup driver: pods' cgroups
+	// are slices systemd makes, under <Namespace>.slice, and containers'
+	// are scopes runc's systemd driver makes. It needs systemd as PID 1.
+	SystemdCgroups bool
 	// Snapshotter unpacks images; default overlayfs.
 	Snapshotter string
 	// HostIP is the node's address, for the environment of containers.
@@ -143,6 +150,8 @@ type Runtime struct {
 	// and staticlet's privileges let a spec ask for.
 	cgroups   cgroupHost
 	resources spec.ResourceFacts
+	// slices makes pods' slices with the systemd driver; nil with cgroupfs.
+	slices *systemdSlices
 	// messages caches exited containers' termination messages.
 	messages messageCache
 	// network is the pod network; nil without one.
@@ -209,6 +218,14 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	var slices *systemdSlices
+	if cfg.SystemdCgroups {
+		if !SystemdBooted() {
+			c.Close()
+			return nil, errors.New("the systemd cgroup driver needs systemd as the init system (no /run/systemd/system); use cgroupfs")
+		}
+		slices = &systemdSlices{v2: cgroups.unified}
+	}
 	network, err := newPodNetwork(cfg.RootDir, cfg.Network, cfg.Logger)
 	if err != nil {
 		c.Close()
@@ -219,7 +236,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
 		HostsDir:        cfg.RegistryConfigDir,
 	}
-	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, network: network}, nil
+	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, slices: slices, network: network}, nil
 }
 
 // nodeFacts reads the node's capacity: what a resource limit that is not
@@ -255,7 +272,12 @@ func boundingSet() ([]string, error) {
 }
 
 // Close releases the connection to containerd.
-func (r *Runtime) Close() error { return r.client.Close() }
+func (r *Runtime) Close() error {
+	if r.slices != nil {
+		r.slices.close()
+	}
+	return r.client.Close()
+}
 
 // Ping checks that containerd answers.
 func (r *Runtime) Ping(ctx context.Context) error {
@@ -292,7 +314,7 @@ func (r *Runtime) PodLogDir(namespace, name, uid string) string {
 // the pod is gone. What is mounted in the state directory (Memory
 // emptyDirs) is unmounted first; if that fails the directory is kept, as
 // removing files from a live mount would empty it without freeing it.
-func (r *Runtime) RemovePodFiles(namespace, name, uid string) error {
+func (r *Runtime) RemovePodFiles(ctx context.Context, namespace, name, uid string) error {
 	dirErr := unmountPodVolumes(r.PodDir(uid))
 	if dirErr == nil {
 		dirErr = os.RemoveAll(r.PodDir(uid))
@@ -300,7 +322,7 @@ func (r *Runtime) RemovePodFiles(namespace, name, uid string) error {
 	return errors.Join(
 		dirErr,
 		os.RemoveAll(r.PodLogDir(namespace, name, uid)),
-		r.removePodCgroups(uid),
+		r.removePodCgroups(ctx, uid),
 	)
 }
 

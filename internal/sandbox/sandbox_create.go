@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"time"
 
@@ -65,20 +64,20 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	if err := r.writePodFiles(p, podIP); err != nil {
 		return pod.Record{}, fmt.Errorf("writing the files of pod %s: %w", p, err)
 	}
-	podCgroup, err := r.ensurePodCgroup(p, uid)
+	podCgroup, err := r.ensurePodCgroup(ctx, p, uid)
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("creating the cgroup of pod %s: %w", p, err)
 	}
 	defer func() {
 		if err != nil {
 			// Best effort: a cgroup still in use by the pod stays.
-			_ = r.removePodCgroups(uid)
+			_ = r.removePodCgroups(ctx, uid)
 		}
 	}()
 	s := spec.Sandbox(p, spec.SandboxOptions{
 		Rootfs:      pauseRoot(r.cfg.RootDir),
 		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
-		CgroupsPath: path.Join(podCgroup, id),
+		CgroupsPath: r.containerCgroup(podCgroup, id),
 		Namespaces:  r.namespacePaths(id, p),
 		Resources:   r.resources,
 	})
@@ -92,7 +91,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	cctx, cancel := r.call(ctx)
 	defer cancel()
 	if _, err := r.client.NewContainer(cctx, id,
-		client.WithRuntime(runcRuntime, nil),
+		client.WithRuntime(runcRuntime, r.runtimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels)); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)

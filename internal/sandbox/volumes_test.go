@@ -315,7 +315,7 @@ spec:
 	}
 
 	fresh := &Runtime{cfg: r.cfg}
-	if err := fresh.RemovePodFiles(p.Namespace, p.Name, uid); err != nil {
+	if err := fresh.RemovePodFiles(t.Context(), p.Namespace, p.Name, uid); err != nil {
 		t.Fatalf("RemovePodFiles: %v", err)
 	}
 	if m := mountsAt(t, mem); len(m) != 0 {

@@ -69,6 +69,31 @@ func PodCgroup(root string, qos v1.PodQOSClass, uid string) string {
 	return path.Join(root, "pod"+uid)
 }
 
+// PodSlice is the systemd slice of a pod under the root slice named
+// root+".slice", as the kubelet names them with the systemd driver:
+// Guaranteed pods' directly under the root, the others' under root's
+// burstable or besteffort slice. root and uid must hold no dash, which
+// would nest the slice deeper.
+func PodSlice(root string, qos v1.PodQOSClass, uid string) string {
+	switch qos {
+	case v1.PodQOSBurstable:
+		return root + "-burstable-pod" + uid + ".slice"
+	case v1.PodQOSBestEffort:
+		return root + "-besteffort-pod" + uid + ".slice"
+	}
+	return root + "-pod" + uid + ".slice"
+}
+
+// PodSliceCandidates are every slice a pod with this uid may have had
+// under root, whatever its class was.
+func PodSliceCandidates(root, uid string) []string {
+	return []string{
+		PodSlice(root, v1.PodQOSGuaranteed, uid),
+		PodSlice(root, v1.PodQOSBurstable, uid),
+		PodSlice(root, v1.PodQOSBestEffort, uid),
+	}
+}
+
 // PodCgroupCandidates are every cgroup a pod with this uid may have had
 // under root, whatever its class was: what to remove when it is gone.
 func PodCgroupCandidates(root, uid string) []string {

@@ -1,0 +1,142 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/typeurl/v2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// OOM kills, as the kubelet reports them: a container a process of which
+// the kernel's OOM killer killed ends with reason OOMKilled. Two sources
+// tell it, as neither covers every case alone:
+//   - the container's own cgroup counts its OOM kills (memory.events on
+//     cgroup v2, memory.oom_control on v1). It is read when the exit is
+//     recorded, before the task's deletion removes the cgroup, so the exit
+//     and its reason arrive together, also for exits that happened while
+//     staticlet was not running;
+//   - containerd's /tasks/oom event, which the shim sends when the cgroup
+//     reports one. It covers a cgroup gone before staticlet read it (a
+//     systemd scope collected once empty) and arrives after the exit when
+//     it does.
+
+// oomKills returns how many processes the OOM killer killed in the cgroup
+// at cgroupsPath, a spec's in either driver's form. A cgroup that is gone
+// counts none, without an error.
+func (h cgroupHost) oomKills(cgroupsPath string) (int, error) {
+	rel, err := cgroupRelPath(cgroupsPath)
+	if err != nil {
+		return 0, err
+	}
+	var file string
+	if h.unified {
+		file = filepath.Join(h.v2Root, rel, "memory.events")
+	} else {
+		mnt, ok := h.v1["memory"]
+		if !ok {
+			return 0, nil
+		}
+		file = filepath.Join(mnt, rel, "memory.oom_control")
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the OOM kills of cgroup %s: %w", rel, err)
+	}
+	return parseOOMKills(b), nil
+}
+
+// parseOOMKills reads the oom_kill count of a memory.events (v2) or
+// memory.oom_control (v1, kernels since 4.13) file: one "key value" pair a
+// line in both.
+func parseOOMKills(b []byte) int {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// cgroupRelPath turns an OCI spec's cgroupsPath into the cgroup's path
+// below a hierarchy's mount. cgroupfs paths are that already; the systemd
+// driver's "slice:prefix:name" is the unit prefix-name.scope inside the
+// slice, whose path nests every parent slice its dashes name, as systemd
+// and runc lay them out.
+func cgroupRelPath(cgroupsPath string) (string, error) {
+	if strings.HasPrefix(cgroupsPath, "/") || !strings.Contains(cgroupsPath, ":") {
+		return cgroupsPath, nil
+	}
+	parts := strings.Split(cgroupsPath, ":")
+	if len(parts) != 3 {
+		return "", fmt.Errorf("cgroups path %q is neither a path nor slice:prefix:name", cgroupsPath)
+	}
+	slice, prefix, name := parts[0], parts[1], parts[2]
+	if slice == "" {
+		slice = "system.slice"
+	}
+	dir, err := SliceDir(slice)
+	if err != nil {
+		return "", err
+	}
+	unit := name
+	if !strings.HasSuffix(name, ".slice") {
+		unit = name + ".scope"
+		if prefix != "" {
+			unit = prefix + "-" + unit
+		}
+	}
+	return filepath.Join(dir, unit), nil
+}
+
+// SliceDir returns the cgroup path of systemd slice unit name:
+// "a-b-c.slice" is /a.slice/a-b.slice/a-b-c.slice, and "-.slice" the root.
+func SliceDir(name string) (string, error) {
+	base, ok := strings.CutSuffix(name, ".slice")
+	if !ok || base == "" || strings.Contains(base, "/") {
+		return "", fmt.Errorf("%q is not a systemd slice name", name)
+	}
+	if base == "-" {
+		return "/", nil
+	}
+	if strings.HasPrefix(base, "-") || strings.HasSuffix(base, "-") || strings.Contains(base, "--") {
+		return "", fmt.Errorf("%q is not a systemd slice name", name)
+	}
+	var dir, prefix string
+	for _, part := range strings.Split(base, "-") {
+		if prefix != "" {
+			prefix += "-"
+		}
+		prefix += part
+		dir += "/" + prefix + ".slice"
+	}
+	return dir, nil
+}
+
+// specCgroupsPath returns the cgroupsPath of a container's spec as
+// containerd stores it, empty when it has none or cannot be read.
+func specCgroupsPath(a typeurl.Any) string {
+	if a == nil {
+		return ""
+	}
+	v, err := typeurl.UnmarshalAny(a)
+	if err != nil {
+		return ""
+	}
+	if s, ok := v.(*specs.Spec); ok && s.Linux != nil {
+		return s.Linux.CgroupsPath
+	}
+	return ""
+}

@@ -1,0 +1,99 @@
+package sandbox
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func TestSliceProperties(t *testing.T) {
+	u64 := func(v uint64) *uint64 { return &v }
+	i64 := func(v int64) *int64 { return &v }
+	limited := &specs.LinuxResources{
+		CPU:    &specs.LinuxCPU{Shares: u64(256), Quota: i64(50000), Period: u64(100000)},
+		Memory: &specs.LinuxMemory{Limit: i64(128 << 20)},
+	}
+	unlimited := &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: u64(2)}}
+	type prop struct {
+		name  string
+		value uint64
+	}
+	tests := []struct {
+		name string
+		v2   bool
+		r    *specs.LinuxResources
+		want []prop
+	}{
+		{"v2 limits", true, limited, []prop{{"CPUWeight", 10}, {"CPUQuotaPerSecUSec", 500000}, {"MemoryMax", 128 << 20}}},
+		{"v1 limits", false, limited, []prop{{"CPUShares", 256}, {"CPUQuotaPerSecUSec", 500000}, {"MemoryLimit", 128 << 20}}},
+		{"v2 lifted", true, unlimited, []prop{{"CPUWeight", 1}, {"CPUQuotaPerSecUSec", math.MaxUint64}, {"MemoryMax", math.MaxUint64}}},
+		{"none", true, nil, nil},
+	}
+	for _, tt := range tests {
+		var got []prop
+		for _, p := range sliceProperties(tt.v2, tt.r) {
+			v, ok := p.Value.Value().(uint64)
+			if !ok {
+				t.Errorf("%s: property %s = %v, want a uint64", tt.name, p.Name, p.Value)
+			}
+			got = append(got, prop{p.Name, v})
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: sliceProperties = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestQuotaPerSecond: systemd keeps a quota in steps of 1% of a CPU, so a
+// pod's is rounded up, never below what its containers may use.
+func TestQuotaPerSecond(t *testing.T) {
+	u64 := func(v uint64) *uint64 { return &v }
+	i64 := func(v int64) *int64 { return &v }
+	tests := []struct {
+		c    specs.LinuxCPU
+		want uint64
+	}{
+		{specs.LinuxCPU{}, math.MaxUint64},
+		{specs.LinuxCPU{Quota: i64(-1)}, math.MaxUint64},
+		{specs.LinuxCPU{Quota: i64(50000)}, 500000},
+		{specs.LinuxCPU{Quota: i64(1000), Period: u64(100000)}, 10000},
+		{specs.LinuxCPU{Quota: i64(25500), Period: u64(100000)}, 260000},
+		{specs.LinuxCPU{Quota: i64(50000), Period: u64(50000)}, 1000000},
+	}
+	for _, tt := range tests {
+		if got := quotaPerSecond(&tt.c); got != tt.want {
+			t.Errorf("quotaPerSecond(%+v) = %d, want %d", tt.c, got, tt.want)
+		}
+	}
+}
+
+// TestSystemdCgroupNames: the names runc and systemd are given agree with
+// the layout the systemd driver promises, and cgroupRelPath finds the
+// container's cgroup from its cgroupsPath.
+func TestSystemdCgroupNames(t *testing.T) {
+	r := &Runtime{cfg: Config{Namespace: "static-let"}, slices: &systemdSlices{}}
+	if got := r.rootSlice(); got != "static_let" {
+		t.Errorf("rootSlice() = %q, want static_let", got)
+	}
+	cg := r.containerCgroup("static_let-burstable-podu_1.slice", "c1")
+	if cg != "static_let-burstable-podu_1.slice:static_let:c1" {
+		t.Errorf("containerCgroup = %q", cg)
+	}
+	rel, err := cgroupRelPath(cg)
+	want := "/static_let.slice/static_let-burstable.slice/static_let-burstable-podu_1.slice/static_let-c1.scope"
+	if err != nil || rel != want {
+		t.Errorf("cgroupRelPath(%q) = %q, %v; want %q", cg, rel, err, want)
+	}
+	if _, ok := r.runtimeOptions().(interface{ GetSystemdCgroup() bool }); !ok {
+		t.Errorf("runtimeOptions() = %T, want runc options", r.runtimeOptions())
+	}
+	fs := &Runtime{cfg: Config{Namespace: "staticlet"}}
+	if got := fs.containerCgroup("/staticlet/podu", "c1"); got != "/staticlet/podu/c1" {
+		t.Errorf("cgroupfs containerCgroup = %q", got)
+	}
+	if fs.runtimeOptions() != nil {
+		t.Errorf("cgroupfs runtimeOptions() = %v, want none", fs.runtimeOptions())
+	}
+}
