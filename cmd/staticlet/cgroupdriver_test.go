@@ -33,7 +33,7 @@ func requireSystemdInit(t *testing.T) {
 func TestSystemdCgroupDriver(t *testing.T) {
 	requireSystemdInit(t)
 	e := newEnv(t)
-	d := e.start("--cgroup-driver", "systemd")
+	d := e.start("--cgroup-driver", "systemd", "--pod-max-pids", "1024")
 	root := testNS // the root slice's name, as the namespace has no dash
 	tests := []struct {
 		name, resources string
@@ -76,6 +76,7 @@ func TestSystemdCgroupDriver(t *testing.T) {
 			expectFile(t, "pod slice", "/sys/fs/cgroup"+sliceDir+"/cpu.weight", tt.weight)
 			expectFile(t, "pod slice", "/sys/fs/cgroup"+sliceDir+"/cpu.max", tt.max)
 			expectFile(t, "pod slice", "/sys/fs/cgroup"+sliceDir+"/memory.max", tt.memory)
+			expectFile(t, "pod slice", "/sys/fs/cgroup"+sliceDir+"/pids.max", "1024")
 			expectFile(t, "container", "/sys/fs/cgroup"+scope+"/memory.max", tt.memory)
 			if tt.memory != "max" {
 				expectFile(t, "container", "/sys/fs/cgroup"+scope+"/memory.swap.max", "0")

@@ -69,6 +69,7 @@ type kubeletConfig struct {
 	PodCIDR                  string              `json:"podCIDR"`
 	ResolverConfig           *string             `json:"resolvConf"`
 	AllowedUnsafeSysctls     []string            `json:"allowedUnsafeSysctls"`
+	PodPidsLimit             *int64              `json:"podPidsLimit"`
 	// The critical pods' part of ShutdownGracePeriod.
 	ShutdownGracePeriodCriticalPods duration `json:"shutdownGracePeriodCriticalPods"`
 }
@@ -79,7 +80,7 @@ var honouredFields = []string{
 	"httpCheckFrequency", "containerRuntimeEndpoint", "podLogsDir", "containerLogMaxSize",
 	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver", "cgroupsPerQOS",
 	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "maxPods", "podCIDR", "resolvConf",
-	"allowedUnsafeSysctls",
+	"allowedUnsafeSysctls", "podPidsLimit",
 }
 
 // kubeletOnlyFields are the other fields of KubeletConfiguration v1beta1:
@@ -102,7 +103,7 @@ var kubeletOnlyFields = []string{
 	"cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions",
 	"cpuManagerReconcilePeriod", "memoryManagerPolicy", "topologyManagerPolicy",
 	"topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
-	"runtimeRequestTimeout", "hairpinMode", "podPidsLimit", "runOnce", "cpuCFSQuota",
+	"runtimeRequestTimeout", "hairpinMode", "runOnce", "cpuCFSQuota",
 	"cpuCFSQuotaPeriod", "nodeStatusMaxImages", "maxOpenFiles", "contentType", "kubeAPIQPS",
 	"kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls", "evictionHard",
 	"evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
@@ -302,6 +303,7 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 		cfg.shutdownGracePeriodCritical = time.Duration(kc.ShutdownGracePeriodCriticalPods)
 	})
 	set("max-pods", kc.MaxPods > 0, func() { cfg.maxPods = int(kc.MaxPods) })
+	set("pod-max-pids", kc.PodPidsLimit != nil, func() { cfg.podPidsLimit = *kc.PodPidsLimit })
 	// false is not "the default" here: the kubelet's field is a pointer.
 	set("cgroup-driver", kc.CgroupDriver != "", func() { cfg.cgroupDriver = kc.CgroupDriver })
 	set("cgroups-per-qos", kc.CgroupsPerQOS != nil, func() { cfg.cgroupsPerQOS = *kc.CgroupsPerQOS })

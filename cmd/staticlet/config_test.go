@@ -133,6 +133,7 @@ func compareConfigs(got, want runConfig) string {
 	check("logMaxFiles", got.logMaxFiles, want.logMaxFiles)
 	check("cgroupsPerQOS", got.cgroupsPerQOS, want.cgroupsPerQOS)
 	check("cgroupDriver", got.cgroupDriver, want.cgroupDriver)
+	check("podPidsLimit", got.podPidsLimit, want.podPidsLimit)
 	check("healthzAddress", got.healthzAddress, want.healthzAddress)
 	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
 	check("shutdownGracePeriodCriticalPods", got.shutdownGracePeriodCritical, want.shutdownGracePeriodCritical)
@@ -169,6 +170,7 @@ func TestParseKubeletConfigFields(t *testing.T) {
 		{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
 			runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
 				unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}},
+		{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{podPidsLimit: 4096}},
 		{"systemd driver", "cgroupDriver: systemd\n", runConfig{cgroupDriver: "systemd"}},
 	}
 	for _, tt := range tests {
@@ -505,6 +507,7 @@ func TestPackagedConfig(t *testing.T) {
 		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
 		"cgroups-per-qos":         strconv.FormatBool(cfg.cgroupsPerQOS),
 		"cgroup-driver":           cfg.cgroupDriver,
+		"pod-max-pids":            strconv.FormatInt(cfg.podPidsLimit, 10),
 	}
 	got["shutdown-grace-period-critical-pods"] = cfg.shutdownGracePeriodCritical.String()
 	flags := runCommand().Flags()

@@ -28,10 +28,10 @@ RESOURCES`
 
 // TestResources runs pods of each QoS class and reads back, from the host,
 // the cgroup settings and OOM score their containers got, their pod
-// cgroups, and that the pod cgroups go with the pods.
+// cgroups (with --pod-max-pids), and that the pod cgroups go with the pods.
 func TestResources(t *testing.T) {
 	e := newEnv(t)
-	d := e.start()
+	d := e.start("--pod-max-pids", "1024")
 	floor := oomFloor(t)
 	tests := []struct {
 		name      string
@@ -134,6 +134,11 @@ func TestResources(t *testing.T) {
 				}
 			}
 			check("pod", podPath, tt.podShares, tt.podQuota, tt.podMemory)
+			pids := "/sys/fs/cgroup/pids" + podPath + "/pids.max"
+			if unifiedMode() {
+				pids = "/sys/fs/cgroup" + podPath + "/pids.max"
+			}
+			expectFile(t, "pod", pids, "1024")
 			sandboxPath := e.sandboxCgroup(t, string(p.UID))
 			if path.Dir(sandboxPath) != podPath {
 				t.Errorf("sandbox cgroup = %q, want one in %q", sandboxPath, podPath)

@@ -68,6 +68,7 @@ type runConfig struct {
 	shutdownGracePeriodCritical time.Duration
 	cgroupsPerQOS               bool
 	cgroupDriver                string // cgroupfs or systemd
+	podPidsLimit                int64  // -1: none
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -134,6 +135,7 @@ the pods running; starting it again adopts them without restarting them.`,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
 	f.StringVar(&cfg.cgroupDriver, "cgroup-driver", "cgroupfs", "how pod and container cgroups are made: cgroupfs (staticlet and runc write them) or systemd "+
 		"(slices under <containerd namespace>.slice and container scopes, through systemd, as the kubelet's systemd driver; needs systemd as the init system)")
+	f.Int64Var(&cfg.podPidsLimit, "pod-max-pids", -1, "most processes each pod may have (its cgroup's pids.max); -1: no limit")
 	f.BoolVar(&cfg.cgroupsPerQOS, "cgroups-per-qos", true, "make a cgroup per QoS class and per pod, as the kubelet does; false puts containers' cgroups directly under /<containerd namespace>")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
@@ -199,6 +201,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
 		NoPodCgroups:         !cfg.cgroupsPerQOS,
 		SystemdCgroups:       cfg.cgroupDriver == "systemd",
+		PodPidsLimit:         cfg.podPidsLimit,
 		Logger:               logger,
 	})
 	if err != nil {

@@ -258,6 +258,9 @@ func cgroupFiles(v2 bool, r *specs.LinuxResources) []cgroupFile {
 			add("memory", "memory.limit_in_bytes", strconv.FormatInt(*m.Limit, 10))
 		}
 	}
+	if r.Pids != nil && r.Pids.Limit != nil {
+		add("pids", "pids.max", strconv.FormatInt(*r.Pids.Limit, 10))
+	}
 	for _, h := range r.HugepageLimits {
 		if v2 {
 			add("hugetlb", "hugetlb."+h.Pagesize+".max", strconv.FormatUint(h.Limit, 10))
@@ -412,7 +415,7 @@ func (h cgroupHost) enableControllers(path string) error {
 		}
 		var enable []string
 		for _, c := range strings.Fields(string(b)) {
-			if c == "cpu" || c == "memory" || c == "hugetlb" {
+			if c == "cpu" || c == "memory" || c == "hugetlb" || c == "pids" {
 				enable = append(enable, "+"+c)
 			}
 		}

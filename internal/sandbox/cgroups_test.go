@@ -16,6 +16,7 @@ func TestCgroupFiles(t *testing.T) {
 		CPU:            &specs.LinuxCPU{Shares: u64(1024), Quota: i64(50000), Period: u64(100000)},
 		Memory:         &specs.LinuxMemory{Limit: i64(128 << 20)},
 		HugepageLimits: []specs.LinuxHugepageLimit{{Pagesize: "2MB", Limit: 4 << 20}},
+		Pids:           &specs.LinuxPids{Limit: i64(1024)},
 	}
 	sharesOnly := &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: u64(2)}}
 	tests := []struct {
@@ -29,12 +30,14 @@ func TestCgroupFiles(t *testing.T) {
 			{"cpu", "cpu.cfs_period_us", "100000"},
 			{"cpu", "cpu.cfs_quota_us", "50000"},
 			{"memory", "memory.limit_in_bytes", "134217728"},
+			{"pids", "pids.max", "1024"},
 			{"hugetlb", "hugetlb.2MB.limit_in_bytes", "4194304"},
 		}},
 		{"v2 limits", true, full, []cgroupFile{
 			{"cpu", "cpu.weight", "39"},
 			{"cpu", "cpu.max", "50000 100000"},
 			{"memory", "memory.max", "134217728"},
+			{"pids", "pids.max", "1024"},
 			{"hugetlb", "hugetlb.2MB.max", "4194304"},
 		}},
 		{"v1 shares only", false, sharesOnly, []cgroupFile{

@@ -97,6 +97,9 @@ type Config struct {
 	// cannot write the node's cgroups (in a container of its own) while
 	// containerd's runc can.
 	NoPodCgroups bool
+	// PodPidsLimit caps the processes of each pod's cgroup, as the
+	// kubelet's podPidsLimit; 0 or less is no cap.
+	PodPidsLimit int64
 	// SystemdCgroups is the kubelet's systemd cgroup driver: pods' cgroups
 	// are slices systemd makes, under <Namespace>.slice, and containers'
 	// are scopes runc's systemd driver makes. It needs systemd as PID 1.
@@ -218,6 +221,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	resources.PodPidsLimit = cfg.PodPidsLimit
 	var slices *systemdSlices
 	if cfg.SystemdCgroups {
 		if !SystemdBooted() {

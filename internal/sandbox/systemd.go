@@ -209,6 +209,11 @@ func sliceProperties(v2 bool, r *specs.LinuxResources) []sddbus.Property {
 	} else {
 		add("MemoryLimit", memory)
 	}
+	tasks := uint64(math.MaxUint64)
+	if p := r.Pids; p != nil && p.Limit != nil && *p.Limit > 0 {
+		tasks = uint64(*p.Limit)
+	}
+	add("TasksMax", tasks)
 	return props
 }
 

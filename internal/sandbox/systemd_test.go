@@ -14,6 +14,7 @@ func TestSliceProperties(t *testing.T) {
 	limited := &specs.LinuxResources{
 		CPU:    &specs.LinuxCPU{Shares: u64(256), Quota: i64(50000), Period: u64(100000)},
 		Memory: &specs.LinuxMemory{Limit: i64(128 << 20)},
+		Pids:   &specs.LinuxPids{Limit: i64(1024)},
 	}
 	unlimited := &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: u64(2)}}
 	type prop struct {
@@ -26,9 +27,9 @@ func TestSliceProperties(t *testing.T) {
 		r    *specs.LinuxResources
 		want []prop
 	}{
-		{"v2 limits", true, limited, []prop{{"CPUWeight", 10}, {"CPUQuotaPerSecUSec", 500000}, {"MemoryMax", 128 << 20}}},
-		{"v1 limits", false, limited, []prop{{"CPUShares", 256}, {"CPUQuotaPerSecUSec", 500000}, {"MemoryLimit", 128 << 20}}},
-		{"v2 lifted", true, unlimited, []prop{{"CPUWeight", 1}, {"CPUQuotaPerSecUSec", math.MaxUint64}, {"MemoryMax", math.MaxUint64}}},
+		{"v2 limits", true, limited, []prop{{"CPUWeight", 10}, {"CPUQuotaPerSecUSec", 500000}, {"MemoryMax", 128 << 20}, {"TasksMax", 1024}}},
+		{"v1 limits", false, limited, []prop{{"CPUShares", 256}, {"CPUQuotaPerSecUSec", 500000}, {"MemoryLimit", 128 << 20}, {"TasksMax", 1024}}},
+		{"v2 lifted", true, unlimited, []prop{{"CPUWeight", 1}, {"CPUQuotaPerSecUSec", math.MaxUint64}, {"MemoryMax", math.MaxUint64}, {"TasksMax", math.MaxUint64}}},
 		{"none", true, nil, nil},
 	}
 	for _, tt := range tests {

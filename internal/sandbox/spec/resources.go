@@ -53,6 +53,9 @@ type ResourceFacts struct {
 	// size not here is an error; every size here that a container does not
 	// limit is limited to 0, as the kubelet does.
 	HugePageSizes []string
+	// PodPidsLimit is the most processes a pod's cgroup may hold, the
+	// kubelet's podPidsLimit; 0 or less is no limit.
+	PodPidsLimit int64
 }
 
 // PodCgroup is the cgroup of a pod under root, as the kubelet lays them out
@@ -233,6 +236,9 @@ func applySandboxResources(s *specs.Spec, f ResourceFacts) {
 // sidecars, or an init container with the sidecars started before it.
 func PodResources(p *pod.Pod, f ResourceFacts) (*specs.LinuxResources, error) {
 	r := &specs.LinuxResources{CPU: &specs.LinuxCPU{Shares: ptr(uint64(MinShares))}}
+	if f.PodPidsLimit > 0 {
+		r.Pids = &specs.LinuxPids{Limit: ptr(f.PodPidsLimit)}
+	}
 	qos := pod.QOSClass(&p.Spec)
 	if qos == v1.PodQOSBestEffort {
 		limits, err := hugePageLimits(nil, f.HugePageSizes)

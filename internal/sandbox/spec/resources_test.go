@@ -260,8 +260,12 @@ func TestPodResources(t *testing.T) {
 		wantQuota  int64
 		wantMemory int64
 		wantHuge   []specs.LinuxHugepageLimit
+		pids       int64 // the node's pod pids limit, and the pod's
 	}{
 		{name: "best effort", apps: ctr("a", "", "", ""), wantShares: 2},
+		{name: "best effort, pids limited", apps: ctr("a", "", "", ""), wantShares: 2, pids: 100},
+		{name: "guaranteed, pids limited", apps: ctr("a", "", "", "cpu=1,memory=100Mi"), pids: 4096,
+			wantShares: 1024, wantQuota: 100000, wantMemory: 100 << 20},
 		{name: "best effort, hugetlb zeroed", apps: ctr("a", "", "", ""), sizes: []string{"2MB"}, wantShares: 2,
 			wantHuge: []specs.LinuxHugepageLimit{{Pagesize: "2MB"}}},
 		{name: "guaranteed sums", apps: ctr("a", "", "", "cpu=500m,memory=100Mi") + ctr("b", "", "", "cpu=250m,memory=50Mi"),
@@ -291,7 +295,7 @@ func TestPodResources(t *testing.T) {
 			}
 			m += "  containers:\n" + tt.apps
 			p := decodePod(t, m)
-			r, err := PodResources(p, ResourceFacts{HugePageSizes: tt.sizes})
+			r, err := PodResources(p, ResourceFacts{HugePageSizes: tt.sizes, PodPidsLimit: tt.pids})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -307,6 +311,13 @@ func TestPodResources(t *testing.T) {
 			}
 			if quota != tt.wantQuota || mem != tt.wantMemory {
 				t.Errorf("pod cpu quota/memory = %d/%d, want %d/%d", quota, mem, tt.wantQuota, tt.wantMemory)
+			}
+			var pids int64
+			if r.Pids != nil && r.Pids.Limit != nil {
+				pids = *r.Pids.Limit
+			}
+			if pids != tt.pids {
+				t.Errorf("pod pids limit = %d, want %d", pids, tt.pids)
 			}
 			if !reflect.DeepEqual(r.HugepageLimits, tt.wantHuge) {
 				t.Errorf("pod hugepage limits = %+v, want %+v", r.HugepageLimits, tt.wantHuge)
