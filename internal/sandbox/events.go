@@ -21,8 +21,8 @@ const resubscribeDelay = time.Second
 
 // Exits subscribes to containerd's task-exit and OOM events and sends one
 // TaskExit per exited container of staticlet's, and one with OOM set per
-// OOM kill in one, until ctx ends. Before sending an exit, it notes an OOM
-// kill the container's cgroup counted; after, it writes the exit into the
+// OOM kill in one, until ctx ends. After sending an exit, it writes the
+// exit, and an OOM kill the container's cgroup counted, into the
 // container's labels and deletes the task, so the shim goes away and the
 // exit survives it. When the stream breaks and is re-established, it sends
 // a TaskExit with an empty ContainerID: exits may have been missed, and
@@ -98,15 +98,15 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 			}
 			exit.Pod = key
 			if exit.OOM {
+				// Marked first, so that the pass this wakes sees it.
 				if err := r.noteOOM(ctx, c); err != nil {
 					r.cfg.Logger.Warn("recording an OOM kill", "container", exit.ContainerID, "err", err)
 				}
-			} else if err := r.noteCgroupOOM(ctx, c); err != nil {
-				r.cfg.Logger.Warn("recording an OOM kill", "container", exit.ContainerID, "err", err)
 			}
-			// The reconciler hears of the exit before the bookkeeping
-			// below, so a restart does not wait for it; the task list
-			// tells it the exit code until the labels do.
+			// The reconciler hears of an exit before the bookkeeping
+			// below, so a restart does not wait for it; until the labels
+			// tell the exit, the task list does, and the cgroup its OOM
+			// kill.
 			select {
 			case out <- exit:
 			case <-ctx.Done():
@@ -114,6 +114,9 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 			}
 			if exit.OOM {
 				continue
+			}
+			if err := r.noteCgroupOOM(ctx, c); err != nil {
+				r.cfg.Logger.Warn("recording an OOM kill", "container", exit.ContainerID, "err", err)
 			}
 			if err := r.settleExit(ctx, c, exit); err != nil {
 				r.cfg.Logger.Warn("recording a container exit", "container", exit.ContainerID, "err", err)
@@ -143,8 +146,7 @@ func (r *Runtime) exitOwner(ctx context.Context, id string) (client.Container, p
 }
 
 // noteCgroupOOM records an OOM kill that the cgroup of exited container c
-// counted, before its task is deleted along with the cgroup: the list of
-// containers then shows the exit with its reason.
+// counted, before its task is deleted along with the cgroup.
 func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) error {
 	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
