@@ -147,9 +147,20 @@ func (e *env) start(extra ...string) *daemon {
 		"--file-check-frequency", "5s",
 		"--log-level", "debug",
 	}, e.net.flags()...)
+	args = append(args, driverFlags()...)
 	args = append(args, extra...)
 	e.launch(d, args, "NOTIFY_SOCKET="+d.notify.path, "WATCHDOG_USEC=2000000")
 	return d
+}
+
+// driverFlags choose the cgroup driver STATICLET_TEST_CGROUP_DRIVER names
+// for the tests' staticlets (TestVM runs tests once with each); none
+// chooses the default. A test's own --cgroup-driver comes later and wins.
+func driverFlags() []string {
+	if d := os.Getenv("STATICLET_TEST_CGROUP_DRIVER"); d != "" {
+		return []string{"--cgroup-driver", d}
+	}
+	return nil
 }
 
 // newDaemon is a daemon of this env, not started yet.
