@@ -21,15 +21,32 @@ echo "containerd=$(systemctl is-active containerd)"
 } | tee "$RESULTS/facts"
 `
 
-// TestVM boots a Debian guest under QEMU (internal/testvm) and checks it
-// is the machine the VM tests are for: systemd as PID 1, the unified
-// cgroup hierarchy with the controllers staticlet sets, and the
-// distribution's containerd running.
+// vmTests are end-to-end tests TestVM runs inside the guest, where the
+// host's cgroup v1 hierarchy gives way to cgroup v2 under systemd: a pod's
+// life with its hooks, its cgroups and their limits, its network.
+var vmTests = []string{"TestLifecycleHooks", "TestResources", "TestPodNetwork"}
+
+// TestVM boots a Debian guest under QEMU (internal/testvm), once, as each
+// boot costs tens of seconds of emulation. It checks the guest is the
+// machine the VM tests are for: systemd as PID 1, the unified cgroup
+// hierarchy with the controllers staticlet sets, and the distribution's
+// containerd running. Then it runs vmTests there, against their own
+// private containerd as everywhere, with this staticlet binary.
 func TestVM(t *testing.T) {
 	if testvm.InGuest() {
 		t.Skip("inside the test VM already")
 	}
-	res := testvm.Run(t, testvm.Spec{Script: vmFacts, Timeout: 8 * time.Minute})
+	res := testvm.Run(t, testvm.Spec{
+		Files:  map[string]string{"staticlet": binary(t)},
+		Script: vmFacts,
+		GoTests: []testvm.GoTest{{
+			Package: ".",
+			Tests:   vmTests,
+			Env:     map[string]string{"STATICLET_BIN": testvm.GuestDir + "/staticlet"},
+			Timeout: 6 * time.Minute,
+		}},
+		Timeout: 9 * time.Minute,
+	})
 	if res.ExitCode != 0 {
 		t.Fatalf("the facts script exited %d:\n%s", res.ExitCode, res.Output)
 	}

@@ -8,6 +8,10 @@ package testvm
 // their files under it (for example STATICLET_BIN=GuestDir+"/staticlet").
 const GuestDir = "/mnt/vmtest"
 
+// NodeAddress is the guest's IPv4 address, on a dummy link with the
+// default route: the guest has no network, but a node has an address.
+const NodeAddress = "192.0.2.10"
+
 // hostname is the guest's host name.
 const hostname = "staticlet-vm"
 
@@ -71,6 +75,12 @@ dir=` + GuestDir + `
 stty -F "$out" raw -echo
 say() { echo "vmtest: $*" >"$out"; }
 say "booted in $(cut -d' ' -f1 /proc/uptime)s"
+# No network, but a node's address and default route, as a node agent
+# expects of its node (a pod's hostIP, hostPorts): on a dummy link, in a
+# documentation range that leads nowhere.
+ip link add node0 type dummy && ip link set node0 up &&
+	ip addr add ` + NodeAddress + `/24 dev node0 && ip route add default via 192.0.2.1 dev node0 ||
+	say "setting up the node's address failed"
 mkdir -p "$dir"
 if mount -o exec /dev/vdb "$dir"; then
 	mkdir -p "$dir/results"

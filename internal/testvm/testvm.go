@@ -11,7 +11,8 @@
 // in and results come out on a second virtual disk, an ext4 image made with
 // mkfs.ext4 -d and read back with debugfs, so the host mounts nothing; the
 // root image is opened with snapshot=on, so a guest never changes the cache.
-// The guest has no network. It does not decide what runs in the guest:
+// The guest has no network: only a dummy link with NodeAddress and the
+// default route, for what looks for the node's address. It does not decide what runs in the guest:
 // the Spec does, and GoTest runs a package's own tests there.
 //
 // QEMU emulates the CPU (TCG) unless STATICLET_VM_ACCEL=kvm: /dev/kvm may
