@@ -110,10 +110,12 @@ func checkGoTests(t testing.TB, tests []GoTest, dir string) []GoTestResult {
 	return results
 }
 
-// failureReport sums up a failed go test run: its --- FAIL lines first,
-// then the end of its output.
+// failureReport sums up a failed go test run: its --- FAIL lines, then
+// what the tests logged (t.Log and t.Error lines, "file_test.go:12: ...",
+// without the process logs a test dumps after them), then the end of its
+// output.
 func failureReport(output string) string {
-	var fails []string
+	var fails, logs []string
 	for _, line := range verdicts(output) {
 		if strings.HasPrefix(strings.TrimLeft(line, " "), "--- FAIL:") || strings.HasPrefix(line, "panic:") {
 			fails = append(fails, line)
@@ -122,8 +124,18 @@ func failureReport(output string) string {
 	if len(fails) == 0 {
 		fails = []string{"(no --- FAIL line: the binary failed to run or timed out)"}
 	}
-	return "failed in the guest:\n" + strings.Join(fails, "\n") + "\n\noutput (last lines):\n" + lastLines(output, 120)
+	for _, line := range strings.Split(output, "\n") {
+		if testLogLine.MatchString(line) {
+			logs = append(logs, line)
+		}
+	}
+	return "failed in the guest:\n" + strings.Join(fails, "\n") +
+		"\n\nlogged by the tests:\n" + lastLines(strings.Join(logs, "\n"), 60) +
+		"\n\noutput (last lines):\n" + lastLines(output, 40)
 }
+
+// testLogLine matches a line testing writes for t.Log or t.Error.
+var testLogLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
 
 // verdicts are the lines of go test's output that say how tests ended:
 // --- PASS, FAIL and SKIP of tests and subtests, and a panic.
