@@ -23,14 +23,20 @@ deb: build
 	cd packaging && $(GO) run ./mkdeb -version "$(VERSION)" -arch "$(GOARCH)" -binary ../$(BIN) -o ../$(DEB)
 
 # The packages the tests and the demo run against, from Debian's archive.
+# QEMU without its recommends (no GUI, no firmware beyond the BIOS): the VM
+# tests boot a serial-console guest; e2fsprogs makes and reads its disks.
 deps:
 	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox \
-		|| ! command -v dbus-daemon >/dev/null || ! command -v debootstrap >/dev/null || ! command -v systemd-nspawn >/dev/null; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container; \
+		|| ! command -v dbus-daemon >/dev/null || ! command -v debootstrap >/dev/null || ! command -v systemd-nspawn >/dev/null \
+		|| ! command -v qemu-system-x86_64 >/dev/null || ! command -v mkfs.ext4 >/dev/null || ! command -v debugfs >/dev/null; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container \
+		&& DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-system-x86 e2fsprogs; \
 	fi
 
+# The timeout leaves room for TestVM: up to 9 minutes in the guest, and
+# building the guest image the first time.
 test: deps build deb
-	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 25m ./...
+	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m ./...
 	cd packaging && $(GO) test -count=1 ./...
 
 bench: deps build

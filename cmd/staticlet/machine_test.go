@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticlet/staticlet/internal/ctrdtest"
+	"github.com/staticlet/staticlet/internal/debroot"
 )
 
 // A machine is a Debian system booted with a real systemd as PID 1 of a
@@ -31,10 +29,6 @@ import (
 // into it have the same path inside and out, so staticlet inside talks to
 // the test's containerd on the host.
 
-// rootfsCache holds debootstrapped root file systems between test runs,
-// outside the repository.
-const rootfsCache = "/var/cache/staticlet-test"
-
 // rootfsPackages are installed into the root beyond debootstrap's
 // minbase: enough for systemd to boot as PID 1 and for systemctl.
 var rootfsPackages = []string{"systemd", "systemd-sysv", "dbus"}
@@ -43,54 +37,30 @@ var rootfsPackages = []string{"systemd", "systemd-sysv", "dbus"}
 // root, debootstrap, systemd-nspawn, nsenter or tar.
 func requireMachineTools(t *testing.T) {
 	t.Helper()
-	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, "root")
-	}
-	for _, tool := range []string{"debootstrap", "systemd-nspawn", "nsenter", "tar"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := fmt.Sprintf("booting systemd needs %s (apt-get install debootstrap systemd-container)", strings.Join(missing, ", "))
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	debroot.Require(t, "debootstrap systemd-container", "systemd-nspawn", "nsenter", "tar")
 }
 
 // debianRoot extracts a fresh Debian root (the host's release, minbase
 // plus rootfsPackages) into a temp dir removed when the test ends. The
 // first run debootstraps it from the host's own apt mirror and caches it
-// as a tarball; a lock keeps concurrent tests from building it twice.
+// as a tarball in debroot's cache.
 func debianRoot(t *testing.T) string {
 	t.Helper()
-	suite, err := hostCodename()
+	suite, err := debroot.HostCodename()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256([]byte(suite + " " + strings.Join(rootfsPackages, ",")))
-	tarball := filepath.Join(rootfsCache, fmt.Sprintf("debian-%s-minbase-%s.tar", suite, hex.EncodeToString(sum[:6])))
-	if err := os.MkdirAll(rootfsCache, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(rootfsCache, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("debian-%s-minbase-%s", suite, debroot.Hash(suite, strings.Join(rootfsPackages, ",")))
+	entry, err := debroot.Cached(ctx, name, func(ctx context.Context, dir string) error {
+		t.Logf("debootstrapping %s into the cache %s (once)", suite, debroot.CacheDir)
+		return buildRootTarball(ctx, suite, dir)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatalf("locking %s: %v", rootfsCache, err)
-	}
-	if _, err := os.Stat(tarball); errors.Is(err, fs.ErrNotExist) {
-		if err := buildRootTarball(t, suite, tarball); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	tarball := filepath.Join(entry, "root.tar")
 
 	root, err := os.MkdirTemp("", "sl-machine")
 	if err != nil {
@@ -114,112 +84,17 @@ func debianRoot(t *testing.T) string {
 	return root
 }
 
-// buildRootTarball debootstraps suite and writes it to tarball.
-func buildRootTarball(t *testing.T, suite, tarball string) error {
-	mirror, err := hostMirror(suite)
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp(rootfsCache, "build-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+// buildRootTarball debootstraps suite and archives it as dir/root.tar.
+func buildRootTarball(ctx context.Context, suite, dir string) error {
 	root := filepath.Join(dir, "root")
-	t.Logf("debootstrapping %s from %s into the cache %s (once)", suite, mirror, rootfsCache)
-	cmd := exec.Command("debootstrap", "--variant=minbase", "--include="+strings.Join(rootfsPackages, ","), suite, root, mirror)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("debootstrap %s: %v\n%s", suite, err, lastLines(string(out), 30))
+	if err := debroot.Debootstrap(ctx, root, suite, rootfsPackages); err != nil {
+		return err
 	}
-	tmp := filepath.Join(dir, "root.tar")
-	if out, err := exec.Command("tar", "-C", root, "--numeric-owner", "-cpf", tmp, ".").CombinedOutput(); err != nil {
-		return fmt.Errorf("archiving the debootstrapped root: %v\n%s", err, out)
+	defer os.RemoveAll(root)
+	if out, err := exec.CommandContext(ctx, "tar", "-C", root, "--numeric-owner", "-cpf", filepath.Join(dir, "root.tar"), ".").CombinedOutput(); err != nil {
+		return fmt.Errorf("archiving the debootstrapped root: %w\n%s", err, out)
 	}
-	return os.Rename(tmp, tarball)
-}
-
-// hostCodename is the host's Debian release (VERSION_CODENAME).
-func hostCodename() (string, error) {
-	b, err := os.ReadFile("/etc/os-release")
-	if err != nil {
-		return "", fmt.Errorf("reading the host's release: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VERSION_CODENAME="); ok && strings.Trim(v, `"`) != "" {
-			return strings.Trim(v, `"`), nil
-		}
-	}
-	return "", errors.New("no VERSION_CODENAME in /etc/os-release")
-}
-
-// hostMirror is the mirror the host's apt takes suite from, from
-// /etc/apt/sources.list and /etc/apt/sources.list.d.
-func hostMirror(suite string) (string, error) {
-	var lists, deb822 []string
-	if b, err := os.ReadFile("/etc/apt/sources.list"); err == nil {
-		lists = append(lists, string(b))
-	}
-	for _, pattern := range []string{"*.list", "*.sources"} {
-		files, _ := filepath.Glob(filepath.Join("/etc/apt/sources.list.d", pattern))
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			if strings.HasSuffix(f, ".sources") {
-				deb822 = append(deb822, string(b))
-			} else {
-				lists = append(lists, string(b))
-			}
-		}
-	}
-	if m := aptMirror(lists, deb822, suite); m != "" {
-		return m, nil
-	}
-	return "", fmt.Errorf("no apt source of the host serves %s (deb lines in /etc/apt/sources.list or sources.list.d)", suite)
-}
-
-// aptMirror finds the URI of the first deb source for suite, in one-line
-// sources.list files and deb822 .sources files.
-func aptMirror(lists, deb822 []string, suite string) string {
-	for _, l := range lists {
-		for _, line := range strings.Split(l, "\n") {
-			f := strings.Fields(line)
-			// deb [options] URI suite components...
-			if len(f) < 3 || f[0] != "deb" {
-				continue
-			}
-			f = f[1:]
-			if strings.HasPrefix(f[0], "[") {
-				for len(f) > 0 && !strings.HasSuffix(f[0], "]") {
-					f = f[1:]
-				}
-				if len(f) > 0 {
-					f = f[1:]
-				}
-			}
-			if len(f) >= 2 && f[1] == suite {
-				return f[0]
-			}
-		}
-	}
-	for _, d := range deb822 {
-		for _, stanza := range strings.Split(d, "\n\n") {
-			fields := map[string][]string{}
-			for _, line := range strings.Split(stanza, "\n") {
-				k, v, ok := strings.Cut(line, ":")
-				if !ok || strings.HasPrefix(line, "#") || strings.HasPrefix(line, " ") {
-					continue
-				}
-				fields[strings.ToLower(strings.TrimSpace(k))] = strings.Fields(v)
-			}
-			if slices.Contains(fields["types"], "deb") && slices.Contains(fields["suites"], suite) &&
-				!slices.Contains(fields["enabled"], "no") && len(fields["uris"]) > 0 {
-				return fields["uris"][0]
-			}
-		}
-	}
-	return ""
+	return nil
 }
 
 // nspawnRuntimeDir makes /run/systemd/nspawn a tmpfs, which nspawn needs
@@ -458,38 +333,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func TestAptMirror(t *testing.T) {
-	const deb822 = `Types: deb
-# a comment: the snapshot
-URIs: http://mirror.test/debian
-Suites: bookworm bookworm-updates
-Components: main
-
-Types: deb
-URIs: http://mirror.test/debian-security
-Suites: bookworm-security
-Components: main
-`
-	tests := []struct {
-		name          string
-		lists, deb822 []string
-		want          string
-	}{
-		{"one-line", []string{"# deb http://old.test/debian bookworm main\ndeb http://mirror.test/debian bookworm main\n"}, nil, "http://mirror.test/debian"},
-		{"one-line with options", []string{"deb [arch=amd64 signed-by=/k.gpg] http://mirror.test/debian bookworm main\n"}, nil, "http://mirror.test/debian"},
-		{"deb-src only", []string{"deb-src http://mirror.test/debian bookworm main\n"}, nil, ""},
-		{"deb822", nil, []string{deb822}, "http://mirror.test/debian"},
-		{"deb822, another suite", nil, []string{strings.ReplaceAll(deb822, "bookworm", "trixie")}, ""},
-		{"deb822 disabled", nil, []string{"Enabled: no\n" + deb822}, ""},
-		{"security suite is not the suite", []string{"deb http://mirror.test/debian-security bookworm-security main\n"}, nil, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := aptMirror(tt.lists, tt.deb822, "bookworm"); got != tt.want {
-				t.Errorf("aptMirror(%q, %q, bookworm) = %q, want %q", tt.lists, tt.deb822, got, tt.want)
-			}
-		})
-	}
 }

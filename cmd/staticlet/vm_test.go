@@ -1,0 +1,78 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/testvm"
+)
+
+// vmFacts writes what TestVM checks of the guest to $RESULTS/facts, one
+// key=value a line.
+const vmFacts = `{
+echo "pid1=$(cat /proc/1/comm)"
+echo "cgroupfs=$(stat -fc %T /sys/fs/cgroup)"
+echo "controllers=$(cat /sys/fs/cgroup/cgroup.controllers)"
+echo "containerd=$(systemctl is-active containerd)"
+} | tee "$RESULTS/facts"
+`
+
+// vmTests are end-to-end tests TestVM runs inside the guest, where the
+// host's cgroup v1 hierarchy gives way to cgroup v2 under systemd: a pod's
+// life with its hooks, its cgroups and their limits, its network.
+var vmTests = []string{"TestLifecycleHooks", "TestResources", "TestPodNetwork"}
+
+// TestVM boots a Debian guest under QEMU (internal/testvm), once, as each
+// boot costs tens of seconds of emulation. It checks the guest is the
+// machine the VM tests are for: systemd as PID 1, the unified cgroup
+// hierarchy with the controllers staticlet sets, and the distribution's
+// containerd running. Then it runs vmTests there, against their own
+// private containerd as everywhere, with this staticlet binary.
+func TestVM(t *testing.T) {
+	if testvm.InGuest() {
+		t.Skip("inside the test VM already")
+	}
+	res := testvm.Run(t, testvm.Spec{
+		Files:  map[string]string{"staticlet": binary(t)},
+		Script: vmFacts,
+		GoTests: []testvm.GoTest{{
+			Package: ".",
+			Tests:   vmTests,
+			Env:     map[string]string{"STATICLET_BIN": testvm.GuestDir + "/staticlet"},
+			Timeout: 6 * time.Minute,
+		}},
+		Timeout: 9 * time.Minute,
+	})
+	if res.ExitCode != 0 {
+		t.Fatalf("the facts script exited %d:\n%s", res.ExitCode, res.Output)
+	}
+	b, err := os.ReadFile(filepath.Join(res.Dir, "facts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			facts[k] = v
+		}
+	}
+	for _, want := range []struct{ key, value string }{
+		{"pid1", "systemd"},
+		{"cgroupfs", "cgroup2fs"},
+		{"containerd", "active"},
+	} {
+		if got := facts[want.key]; got != want.value {
+			t.Errorf("guest %s = %q, want %q", want.key, got, want.value)
+		}
+	}
+	controllers := strings.Fields(facts["controllers"])
+	for _, c := range []string{"cpu", "memory", "io", "pids"} {
+		if !slices.Contains(controllers, c) {
+			t.Errorf("guest /sys/fs/cgroup/cgroup.controllers = %q, want %s among them", facts["controllers"], c)
+		}
+	}
+}
