@@ -23,30 +23,55 @@ echo "containerd=$(systemctl is-active containerd)"
 
 // vmTests are end-to-end tests TestVM runs inside the guest, where the
 // host's cgroup v1 hierarchy gives way to cgroup v2 under systemd: a pod's
-// life with its hooks, its cgroups and their limits, its network.
-var vmTests = []string{"TestLifecycleHooks", "TestResources", "TestPodNetwork"}
+// life (run, edit, delete, adoption after kill -9) with its hooks, its
+// cgroups and their limits, OOM kills, its network; and the systemd cgroup
+// driver, which needs systemd as PID 1.
+var vmTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestLifecycleHooks", "TestResources",
+	"TestOOMKilled", "TestPodNetwork", "TestSystemdCgroupDriver"}
+
+// vmSystemdDriverTests run in the guest a second time, with every
+// staticlet on the systemd cgroup driver.
+var vmSystemdDriverTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestOOMKilled", "TestPodNetwork"}
 
 // TestVM boots a Debian guest under QEMU (internal/testvm), once, as each
 // boot costs tens of seconds of emulation. It checks the guest is the
 // machine the VM tests are for: systemd as PID 1, the unified cgroup
 // hierarchy with the controllers staticlet sets, and the distribution's
-// containerd running. Then it runs vmTests there, against their own
-// private containerd as everywhere, with this staticlet binary.
+// containerd running. It installs the .deb there and checks systemd runs
+// it with the systemd cgroup driver and a node shutdown through logind
+// (vmpackage_test.go). Then it runs vmTests there, against their own
+// private containerd as everywhere, with this staticlet binary, and
+// vmSystemdDriverTests again with the systemd cgroup driver.
 func TestVM(t *testing.T) {
 	if testvm.InGuest() {
 		t.Skip("inside the test VM already")
 	}
+	files := vmPackageFiles(t)
+	files["staticlet"] = binary(t)
 	res := testvm.Run(t, testvm.Spec{
-		Files:  map[string]string{"staticlet": binary(t)},
-		Script: vmFacts,
+		Files:  files,
+		Script: vmFacts + vmPackageScript,
 		GoTests: []testvm.GoTest{{
 			Package: ".",
 			Tests:   vmTests,
 			Env:     map[string]string{"STATICLET_BIN": testvm.GuestDir + "/staticlet"},
+			Timeout: 10 * time.Minute,
+		}, {
+			Package: ".",
+			Tests:   vmSystemdDriverTests,
+			Env:     map[string]string{"STATICLET_BIN": testvm.GuestDir + "/staticlet", "STATICLET_TEST_CGROUP_DRIVER": "systemd"},
 			Timeout: 6 * time.Minute,
 		}},
-		Timeout: 9 * time.Minute,
+		Timeout: 20 * time.Minute,
 	})
+	// A test that skipped in the guest did not run where it was meant to.
+	for i, set := range [][]string{vmTests, vmSystemdDriverTests} {
+		for _, name := range set {
+			if !strings.Contains(res.GoTests[i].Output, "--- PASS: "+name+" ") {
+				t.Errorf("guest run %d: %s did not pass (skipped?)", i+1, name)
+			}
+		}
+	}
 	if res.ExitCode != 0 {
 		t.Fatalf("the facts script exited %d:\n%s", res.ExitCode, res.Output)
 	}
@@ -69,6 +94,7 @@ func TestVM(t *testing.T) {
 			t.Errorf("guest %s = %q, want %q", want.key, got, want.value)
 		}
 	}
+	checkVMPackage(t, res.Dir, res.Output)
 	controllers := strings.Fields(facts["controllers"])
 	for _, c := range []string{"cpu", "memory", "io", "pids"} {
 		if !slices.Contains(controllers, c) {
