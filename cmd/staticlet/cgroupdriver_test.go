@@ -56,6 +56,7 @@ func TestSystemdCgroupDriver(t *testing.T) {
 	var slices []string
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			d := d.in(t)
 			p := d.waitPod(tt.name+"-"+testNode, 60*time.Second, tt.name+" running", running)
 			cs := p.Status.ContainerStatuses[0]
 			pid, err := e.pidOf(cs)

@@ -132,6 +132,14 @@ type daemon struct {
 	done   chan struct{}
 }
 
+// in is d as seen from subtest t: its waits fail t, not the test that
+// started d (a subtest may not end its parent).
+func (d *daemon) in(t *testing.T) *daemon {
+	c := *d
+	c.t = t
+	return &c
+}
+
 // start runs staticlet against the env's containerd and directories.
 func (e *env) start(extra ...string) *daemon {
 	e.t.Helper()

@@ -79,6 +79,7 @@ func TestResources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			d := d.in(t)
 			p := d.waitPod(tt.name+"-"+testNode, 30*time.Second, tt.name+" running", running)
 			if p.Status.QOSClass != tt.qos {
 				t.Errorf("status QoS class = %q, want %q", p.Status.QOSClass, tt.qos)
@@ -131,6 +132,10 @@ func TestResources(t *testing.T) {
 				}
 			}
 			check("container", wantPath, tt.shares, tt.quota, tt.memory)
+			if tt.memory != 0 && unifiedMode() {
+				// No swap, as the kubelet's NoSwap.
+				expectFile(t, "container", "/sys/fs/cgroup"+wantPath+"/memory.swap.max", "0")
+			}
 			if tt.memory != 0 && !unifiedMode() {
 				if _, err := os.Stat("/sys/fs/cgroup/memory" + wantPath + "/memory.memsw.limit_in_bytes"); err == nil {
 					expectFile(t, "container", "/sys/fs/cgroup/memory"+wantPath+"/memory.memsw.limit_in_bytes", strconv.FormatInt(tt.memory, 10))

@@ -24,10 +24,10 @@ echo "containerd=$(systemctl is-active containerd)"
 // vmTests are end-to-end tests TestVM runs inside the guest, where the
 // host's cgroup v1 hierarchy gives way to cgroup v2 under systemd: a pod's
 // life (run, edit, delete, adoption after kill -9) with its hooks, its
-// cgroups and their limits, OOM kills, its network; and the systemd cgroup
-// driver, which needs systemd as PID 1.
+// cgroups and their limits, OOM kills, its probes, its network; and the
+// systemd cgroup driver, which needs systemd as PID 1.
 var vmTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestLifecycleHooks", "TestResources",
-	"TestOOMKilled", "TestPodNetwork", "TestSystemdCgroupDriver"}
+	"TestOOMKilled", "TestLivenessRestarts", "TestReadinessFlips", "TestPodNetwork", "TestSystemdCgroupDriver"}
 
 // vmSystemdDriverTests run in the guest a second time, with every
 // staticlet on the systemd cgroup driver.
