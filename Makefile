@@ -10,7 +10,7 @@ DEB     := bin/staticlet_$(GOARCH).deb
 export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build deb deps test bench demo demo-stop lint clean
+.PHONY: all build deb deps test test-containerd bench demo demo-stop lint clean
 
 all: build
 
@@ -29,9 +29,29 @@ deps:
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container; \
 	fi
 
+# Every test, against Debian's containerd; then the containerd-backed ones
+# against each other release (test-containerd).
 test: deps build deb
 	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 25m ./...
 	cd packaging && $(GO) test -count=1 ./...
+	$(MAKE) test-containerd
+
+# The packages whose tests talk to a private containerd, run once for each
+# containerd release in internal/ctrdtest's Releases (built from the Go
+# module proxy on first use, cached in /var/cache/staticlet-test/containerd).
+# The tests that boot systemd-nspawn machines (TestSystemd*) run only in
+# test, against the default daemon: each boots a whole Debian, and what they
+# test is staticlet under systemd, not containerd. Every release runs even
+# when one fails; the target fails at the end.
+CONTAINERD_PKGS := ./internal/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet
+test-containerd: deps build
+	$(GO) run ./internal/ctrdtest/prebuild
+	@failed=; for v in $$($(GO) run ./internal/ctrdtest/prebuild -list | grep -vx system); do \
+		echo "=== containerd $$v: $(CONTAINERD_PKGS)"; \
+		STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_TEST_CONTAINERD=$$v $(GO) test -count=1 -timeout 25m \
+			-skip '^TestSystemd' $(CONTAINERD_PKGS) || failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "containerd-backed tests failed against containerd$$failed"; exit 1; fi
 
 bench: deps build
 	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/
