@@ -373,42 +373,13 @@ func startDaemon(ctx context.Context, dir string, d Daemon) (*Env, error) {
 		LogPath: filepath.Join(dir, "containerd.log"),
 		Binary:  d.Containerd,
 		daemon:  d,
-		exited:  make(chan struct{}),
 	}
-	configPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(configPath, []byte(config(dir, socks, d.Major)), 0o600); err != nil {
+	if err := os.WriteFile(e.configPath(), []byte(config(dir, socks, d.Major)), 0o600); err != nil {
 		return nil, fmt.Errorf("writing containerd config: %w", err)
 	}
-	logFile, err := os.OpenFile(e.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("creating containerd log: %w", err)
+	if err := e.launch(); err != nil {
+		return nil, err
 	}
-	defer logFile.Close() // the child has its own copy once started
-
-	e.cmd = exec.Command(d.Containerd, "--config", configPath, "--log-level", "debug")
-	e.cmd.Env = os.Environ()
-	if d.ShimDir != "" {
-		e.cmd.Env = append(e.cmd.Env, "PATH="+d.ShimDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
-	e.cmd.Stdout = logFile
-	e.cmd.Stderr = logFile
-	e.cmd.Dir = dir
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Own process group, so a terminal's ^C reaches only the test, which
-		// then stops the daemon in its cleanup. Pdeathsig covers a test
-		// binary that dies without cleaning up (it fires when the thread that
-		// started the daemon exits, which Go threads do only with the process).
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if err := e.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", d.Containerd, err)
-	}
-	go func() {
-		e.waitErr = e.cmd.Wait()
-		close(e.exited)
-	}()
-
 	if err := e.waitReady(ctx); err != nil {
 		return e, err
 	}
@@ -416,6 +387,63 @@ func startDaemon(ctx context.Context, dir string, d Daemon) (*Env, error) {
 		return e, err
 	}
 	return e, nil
+}
+
+func (e *Env) configPath() string { return filepath.Join(e.Dir, "config.toml") }
+
+// launch starts the daemon process, its output appended to LogPath, and a
+// goroutine that waits for it and then closes e.exited.
+func (e *Env) launch() error {
+	logFile, err := os.OpenFile(e.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating containerd log: %w", err)
+	}
+	defer logFile.Close() // the child has its own copy once started
+
+	cmd := exec.Command(e.daemon.Containerd, "--config", e.configPath(), "--log-level", "debug")
+	cmd.Env = os.Environ()
+	if e.daemon.ShimDir != "" {
+		cmd.Env = append(cmd.Env, "PATH="+e.daemon.ShimDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Dir = e.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Own process group, so a terminal's ^C reaches only the test, which
+		// then stops the daemon in its cleanup. Pdeathsig covers a test
+		// binary that dies without cleaning up (it fires when the thread that
+		// started the daemon exits, which Go threads do only with the process).
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", e.daemon.Containerd, err)
+	}
+	exited := make(chan struct{})
+	e.cmd, e.exited = cmd, exited
+	go func() {
+		e.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// Restart stops the daemon with SIGTERM, as a service manager does, and
+// starts it again on the same directories, sockets and config, returning
+// once it answers. Running tasks and their shims outlive the restart, as
+// they outlive a real containerd's. It must not run concurrently with Stop
+// or another Restart.
+func (e *Env) Restart(ctx context.Context) error {
+	if err := e.stopDaemon(ctx); err != nil {
+		return fmt.Errorf("restarting containerd at %s: %w", e.Address, err)
+	}
+	if err := e.launch(); err != nil {
+		return fmt.Errorf("restarting containerd at %s: %w", e.Address, err)
+	}
+	if err := e.waitReady(ctx); err != nil {
+		return fmt.Errorf("restarting containerd at %s: %w", e.Address, err)
+	}
+	return nil
 }
 
 // config returns the config for a containerd of major version major living
@@ -475,11 +503,14 @@ func config(dir string, socks [2]string, major int) string {
 // waitReady polls the daemon's Version service until it answers, the daemon
 // exits or ctx is done.
 func (e *Env) waitReady(ctx context.Context) error {
-	c, err := client.New(e.Address, client.WithTimeout(callTimeout))
-	if err != nil {
-		return fmt.Errorf("creating containerd client for %s: %w", e.Address, err)
+	if e.client == nil { // a restarted daemon's client reconnects by itself
+		c, err := client.New(e.Address, client.WithTimeout(callTimeout))
+		if err != nil {
+			return fmt.Errorf("creating containerd client for %s: %w", e.Address, err)
+		}
+		e.client = c
 	}
-	e.client = c
+	c := e.client
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var lastErr error
