@@ -46,7 +46,8 @@ test: deps build deb
 CONTAINERD_PKGS := ./internal/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet
 test-containerd: deps build
 	$(GO) run ./internal/ctrdtest/prebuild
-	@failed=; for v in $$($(GO) run ./internal/ctrdtest/prebuild -list | grep -vx system); do \
+	@daemons=$$($(GO) run ./internal/ctrdtest/prebuild -list) || exit 1; \
+	failed=; for v in $$(echo "$$daemons" | grep -vx system); do \
 		echo "=== containerd $$v: $(CONTAINERD_PKGS)"; \
 		STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_TEST_CONTAINERD=$$v $(GO) test -count=1 -timeout 25m \
 			-skip '^TestSystemd' $(CONTAINERD_PKGS) || failed="$$failed $$v"; \

@@ -579,5 +579,5 @@ func (e *Env) logDaemonLog(t testing.TB) {
 			b = b[i+1:]
 		}
 	}
-	t.Logf("ctrdtest: containerd log (%s):\n%s", e.LogPath, b)
+	t.Logf("ctrdtest: log of containerd %s (%s), %s:\n%s", e.Version, e.Binary, e.LogPath, b)
 }
