@@ -48,9 +48,10 @@ test-containerd: deps build
 	$(GO) run ./internal/ctrdtest/prebuild
 	@daemons=$$($(GO) run ./internal/ctrdtest/prebuild -list) || exit 1; \
 	failed=; for v in $$(echo "$$daemons" | grep -vx system); do \
-		echo "=== containerd $$v: $(CONTAINERD_PKGS)"; \
+		echo "=== containerd $$v: $(CONTAINERD_PKGS)"; start=$$(date +%s); \
 		STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_TEST_CONTAINERD=$$v $(GO) test -count=1 -timeout 25m \
 			-skip '^TestSystemd' $(CONTAINERD_PKGS) || failed="$$failed $$v"; \
+		echo "=== containerd $$v: $$(( $$(date +%s) - start ))s"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "containerd-backed tests failed against containerd$$failed"; exit 1; fi
 
