@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -23,17 +24,17 @@ type Release struct {
 	Module string
 }
 
-// Major is the release's major version: 1 or 2.
+// Major is the release's major version, which decides its config format.
 func (r Release) Major() int {
-	if strings.HasPrefix(r.Version, "v1.") {
-		return 1
-	}
-	return 2
+	major, _, _ := strings.Cut(strings.TrimPrefix(r.Version, "v"), ".")
+	n, _ := strconv.Atoi(major) // Releases holds only valid versions; TestReleases checks
+	return n
 }
 
-// Releases are the pinned containerd releases, the newest patch of each
-// series the module proxy served when they were pinned. Debian's 1.6 is the
-// third daemon tested, and the default.
+// Releases are the pinned containerd releases: the newest 1.7 and the
+// newest 2.x release the module proxy served when they were pinned
+// (go list -m -versions). Debian's 1.6 is the third daemon tested, and the
+// default. make test runs the containerd tests once for each.
 var Releases = []Release{
 	{Series: "1.7", Version: "v1.7.35", Module: "github.com/containerd/containerd"},
 	{Series: "2.4", Version: "v2.4.2", Module: "github.com/containerd/containerd/v2"},

@@ -325,6 +325,22 @@ func TestParseMajor(t *testing.T) {
 	}
 }
 
+// TestReleases checks the pins: a module version of the module path its
+// major version implies, and no series twice.
+func TestReleases(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range Releases {
+		wantModule := "github.com/containerd/containerd"
+		if r.Major() >= 2 {
+			wantModule += fmt.Sprintf("/v%d", r.Major())
+		}
+		if r.Major() < 1 || r.Module != wantModule || !strings.HasPrefix(r.Version, "v"+r.Series+".") || seen[r.Series] {
+			t.Errorf("release %+v: want a version vN.M.P of series N.M (once) and module %s", r, wantModule)
+		}
+		seen[r.Series] = true
+	}
+}
+
 func TestSelected(t *testing.T) {
 	type test struct {
 		env      string
