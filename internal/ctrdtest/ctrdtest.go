@@ -8,6 +8,11 @@
 // mounts under its directory. It does not choose namespaces; callers pass
 // theirs (staticlet uses "staticlet") to ImportImage and their own calls.
 //
+// The daemon is the distribution's containerd unless the environment variable
+// STATICLET_TEST_CONTAINERD (DaemonEnv) selects another: one of Releases,
+// which Build builds from its Go module into a cache on first use, or a
+// binary by path.
+//
 // It is meant to be imported only from _test.go files, and by tools such as
 // benchmarks through StartDaemon. An Env is safe for concurrent use; several
 // Envs may run in one process. Containers in different Envs that share a
@@ -47,6 +52,10 @@ const (
 	stopTimeout  = 60 * time.Second
 	callTimeout  = 10 * time.Second
 	termTimeout  = 10 * time.Second
+	// buildTimeout bounds building a release, which takes minutes on a
+	// busy machine with nothing cached; make test builds them before the
+	// tests run, so a test waits for one only when run by hand.
+	buildTimeout = 20 * time.Minute
 )
 
 // maxSocketPath is the longest unix socket path the kernel accepts
@@ -73,9 +82,12 @@ type Env struct {
 	Snapshotter string
 	// Version is the daemon's version, as its Version service reports it.
 	Version string
+	// Binary is the daemon's executable.
+	Binary string
 	// LogPath is the file holding the daemon's stdout and stderr.
 	LogPath string
 
+	daemon  Daemon
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd has been waited for
 	waitErr error         // cmd.Wait's result, valid once exited is closed
@@ -86,14 +98,25 @@ type Env struct {
 // cleanup that stops it and removes everything it left behind. It skips the
 // test when not running as root or when containerd, its runc shim or runc is
 // missing, unless the environment variable CI is "true", in which case it
-// fails the test instead. On test failure the daemon's log is logged.
+// fails the test instead. A DaemonEnv that selects nothing known, or a
+// release that fails to build, fails the test. On test failure the daemon's
+// version and log are logged.
 func Start(t testing.TB) *Env {
 	t.Helper()
+	if _, err := selected(); err != nil {
+		t.Fatalf("ctrdtest: %v", err)
+	}
 	if err := Preflight(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("ctrdtest: %v", err)
 		}
 		t.Skipf("ctrdtest: %v", err)
+	}
+	buildCtx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	d, err := SelectedDaemon(buildCtx)
+	cancel()
+	if err != nil {
+		t.Fatalf("ctrdtest: %v", err)
 	}
 	dir, err := tempDir()
 	if err != nil {
@@ -102,7 +125,7 @@ func Start(t testing.TB) *Env {
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	e, err := StartDaemon(ctx, dir)
+	e, err := startDaemon(ctx, dir, d)
 	if e != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -118,27 +141,164 @@ func Start(t testing.TB) *Env {
 		t.Logf("ctrdtest: removing %s: %v", dir, rmErr)
 	}
 	if err != nil {
-		t.Fatalf("ctrdtest: %v", err)
+		t.Fatalf("ctrdtest: containerd %s: %v", d.Containerd, err)
 	}
-	t.Logf("ctrdtest: containerd %s at %s (snapshotter %s)", e.Version, e.Address, e.Snapshotter)
+	t.Logf("ctrdtest: containerd %s (%s) at %s (snapshotter %s)", e.Version, e.Binary, e.Address, e.Snapshotter)
 	return e
 }
 
 // Preflight reports why a private containerd cannot be started here: not
-// root, or containerd, containerd-shim-runc-v2 or runc not found.
+// root, DaemonEnv naming nothing known, or the selected containerd, its
+// containerd-shim-runc-v2, or runc not found. For a release not built yet
+// it needs the go command instead of the binaries.
 func Preflight() error {
 	if os.Geteuid() != 0 {
 		return errors.New("containerd tests need root")
 	}
-	if _, err := containerdBinary(); err != nil {
+	sel, err := selected()
+	if err != nil {
 		return err
 	}
-	for _, bin := range []string{"containerd-shim-runc-v2", "runc"} {
+	var need []string
+	switch {
+	case sel.release != nil:
+		if !complete(filepath.Join(CacheDir, sel.release.Version)) {
+			need = append(need, "go")
+		}
+	case sel.path != "":
+		if _, err := os.Stat(sel.path); err != nil {
+			return fmt.Errorf("containerd selected by %s: %w", DaemonEnv, err)
+		}
+		if !complete(filepath.Dir(sel.path)) {
+			need = append(need, shimName)
+		}
+	default:
+		if _, err := containerdBinary(); err != nil {
+			return err
+		}
+		need = append(need, shimName)
+	}
+	for _, bin := range append(need, "runc") {
 		if _, err := exec.LookPath(bin); err != nil {
 			return fmt.Errorf("looking up %s: %w", bin, err)
 		}
 	}
 	return nil
+}
+
+// DaemonEnv is the environment variable that selects the containerd the
+// tests run against: empty or "system" for the distribution's
+// (containerdBinary); a series or version of Releases ("1.7", "2.4",
+// "v2.4.2"), or its major version alone ("2"); or the path of a containerd
+// binary, whose runc shim is looked for beside it before PATH.
+const DaemonEnv = "STATICLET_TEST_CONTAINERD"
+
+// Daemon is a containerd executable and how to run it.
+type Daemon struct {
+	// Containerd is the daemon's executable.
+	Containerd string
+	// ShimDir, when set, goes first in the daemon's PATH, where it looks
+	// for containerd-shim-runc-v2, so it starts the shim of its own
+	// release rather than the distribution's.
+	ShimDir string
+	// Major is the daemon's major version, which decides its config.
+	Major int
+}
+
+// selection is what DaemonEnv names: a release, a path, or neither (the
+// distribution's containerd).
+type selection struct {
+	release *Release
+	path    string
+}
+
+// selected parses DaemonEnv.
+func selected() (selection, error) {
+	v := os.Getenv(DaemonEnv)
+	switch {
+	case v == "" || v == "system":
+		return selection{}, nil
+	case strings.Contains(v, "/"):
+		p, err := filepath.Abs(v)
+		if err != nil {
+			return selection{}, fmt.Errorf("resolving %s=%s: %w", DaemonEnv, v, err)
+		}
+		return selection{path: p}, nil
+	}
+	for i, r := range Releases {
+		if v == r.Series || v == r.Version || "v"+v == r.Version || strings.HasPrefix(r.Version, "v"+v+".") {
+			return selection{release: &Releases[i]}, nil
+		}
+	}
+	var known []string
+	for _, r := range Releases {
+		known = append(known, r.Series)
+	}
+	return selection{}, fmt.Errorf("%s=%s selects no containerd: want system, %s, or a path to a containerd binary",
+		DaemonEnv, v, strings.Join(known, ", "))
+}
+
+// SelectedDaemon returns the containerd DaemonEnv selects, building a
+// release first if it is not in CacheDir yet (ctx bounds the build).
+func SelectedDaemon(ctx context.Context) (Daemon, error) {
+	sel, err := selected()
+	if err != nil {
+		return Daemon{}, err
+	}
+	switch {
+	case sel.release != nil:
+		dir, err := Build(ctx, *sel.release)
+		if err != nil {
+			return Daemon{}, err
+		}
+		return Daemon{Containerd: filepath.Join(dir, containerdName), ShimDir: dir, Major: sel.release.Major()}, nil
+	case sel.path != "":
+		d := Daemon{Containerd: sel.path}
+		if complete(filepath.Dir(sel.path)) {
+			d.ShimDir = filepath.Dir(sel.path)
+		}
+		d.Major, err = majorVersion(ctx, sel.path)
+		return d, err
+	default:
+		bin, err := containerdBinary()
+		if err != nil {
+			return Daemon{}, err
+		}
+		major, err := majorVersion(ctx, bin)
+		return Daemon{Containerd: bin, Major: major}, err
+	}
+}
+
+// majorVersion runs bin --version, which prints
+// "containerd <package> <version> <revision>" (Debian's version looks like
+// 1.6.20~ds1, a release's like v2.4.2), and returns the major version.
+func majorVersion(ctx context.Context, bin string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return 0, fmt.Errorf("running %s --version: %w", bin, err)
+	}
+	major, err := parseMajor(string(out))
+	if err != nil {
+		return 0, fmt.Errorf("version of %s: %w", bin, err)
+	}
+	return major, nil
+}
+
+// parseMajor returns the major version in containerd's --version output.
+func parseMajor(out string) (int, error) {
+	f := strings.Fields(out)
+	if len(f) < 3 {
+		return 0, fmt.Errorf("unexpected --version output %q", out)
+	}
+	v := strings.TrimPrefix(f[2], "v")
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("unexpected version %q in --version output %q", f[2], out)
+	}
+	return n, nil
 }
 
 // containerdBinary prefers the distribution's containerd, then PATH.
@@ -179,11 +339,21 @@ func socketPaths(dir string) [2]string {
 	return [2]string{grpc, grpc + ".ttrpc"}
 }
 
-// StartDaemon starts containerd with its root, state, sockets and log in dir,
-// an existing, empty directory short enough for socket paths, and waits until
-// it answers or ctx is done. Whenever it returns a non-nil Env, even with an
-// error, the caller must call Stop, which also removes dir.
+// StartDaemon starts the containerd DaemonEnv selects (SelectedDaemon) with
+// its root, state, sockets and log in dir, an existing, empty directory
+// short enough for socket paths, and waits until it answers or ctx is done.
+// Whenever it returns a non-nil Env, even with an error, the caller must
+// call Stop, which also removes dir.
 func StartDaemon(ctx context.Context, dir string) (*Env, error) {
+	d, err := SelectedDaemon(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return startDaemon(ctx, dir, d)
+}
+
+// startDaemon is StartDaemon for daemon d.
+func startDaemon(ctx context.Context, dir string, d Daemon) (*Env, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("resolving %s: %w", dir, err)
@@ -191,10 +361,6 @@ func StartDaemon(ctx context.Context, dir string) (*Env, error) {
 	socks := socketPaths(dir)
 	if len(socks[1]) > maxSocketPath {
 		return nil, fmt.Errorf("socket path %s is longer than %d bytes", socks[1], maxSocketPath)
-	}
-	bin, err := containerdBinary()
-	if err != nil {
-		return nil, err
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("becoming child subreaper: %w", err)
@@ -205,38 +371,15 @@ func StartDaemon(ctx context.Context, dir string) (*Env, error) {
 		Root:    filepath.Join(dir, "root"),
 		State:   filepath.Join(dir, "state"),
 		LogPath: filepath.Join(dir, "containerd.log"),
-		exited:  make(chan struct{}),
+		Binary:  d.Containerd,
+		daemon:  d,
 	}
-	configPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(configPath, []byte(config(dir, socks)), 0o600); err != nil {
+	if err := os.WriteFile(e.configPath(), []byte(config(dir, socks, d.Major)), 0o600); err != nil {
 		return nil, fmt.Errorf("writing containerd config: %w", err)
 	}
-	logFile, err := os.OpenFile(e.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("creating containerd log: %w", err)
+	if err := e.launch(); err != nil {
+		return nil, err
 	}
-	defer logFile.Close() // the child has its own copy once started
-
-	e.cmd = exec.Command(bin, "--config", configPath, "--log-level", "debug")
-	e.cmd.Stdout = logFile
-	e.cmd.Stderr = logFile
-	e.cmd.Dir = dir
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Own process group, so a terminal's ^C reaches only the test, which
-		// then stops the daemon in its cleanup. Pdeathsig covers a test
-		// binary that dies without cleaning up (it fires when the thread that
-		// started the daemon exits, which Go threads do only with the process).
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if err := e.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		e.waitErr = e.cmd.Wait()
-		close(e.exited)
-	}()
-
 	if err := e.waitReady(ctx); err != nil {
 		return e, err
 	}
@@ -246,30 +389,105 @@ func StartDaemon(ctx context.Context, dir string) (*Env, error) {
 	return e, nil
 }
 
-// config returns containerd 1.6's config (version 2) for a daemon living in
-// dir. Plugins that need hardware, kernel features or configuration that a
-// test machine lacks are disabled, CRI among them: staticlet does not use it.
-// The v1 runtime (io.containerd.runtime.v1.linux) stays enabled although
-// nothing uses it: 1.6's tasks service fails to load without it.
+func (e *Env) configPath() string { return filepath.Join(e.Dir, "config.toml") }
+
+// launch starts the daemon process, its output appended to LogPath, and a
+// goroutine that waits for it and then closes e.exited.
+func (e *Env) launch() error {
+	logFile, err := os.OpenFile(e.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating containerd log: %w", err)
+	}
+	defer logFile.Close() // the child has its own copy once started
+
+	cmd := exec.Command(e.daemon.Containerd, "--config", e.configPath(), "--log-level", "debug")
+	cmd.Env = os.Environ()
+	if e.daemon.ShimDir != "" {
+		cmd.Env = append(cmd.Env, "PATH="+e.daemon.ShimDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Dir = e.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// Own process group, so a terminal's ^C reaches only the test, which
+		// then stops the daemon in its cleanup. Pdeathsig covers a test
+		// binary that dies without cleaning up (it fires when the thread that
+		// started the daemon exits, which Go threads do only with the process).
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", e.daemon.Containerd, err)
+	}
+	exited := make(chan struct{})
+	e.cmd, e.exited = cmd, exited
+	go func() {
+		e.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	return nil
+}
+
+// Restart stops the daemon with SIGTERM, as a service manager does, and
+// starts it again on the same directories, sockets and config, returning
+// once it answers. Running tasks and their shims outlive the restart, as
+// they outlive a real containerd's. It must not run concurrently with Stop
+// or another Restart.
+func (e *Env) Restart(ctx context.Context) error {
+	if err := e.stopDaemon(ctx); err != nil {
+		return fmt.Errorf("restarting containerd at %s: %w", e.Address, err)
+	}
+	if err := e.launch(); err != nil {
+		return fmt.Errorf("restarting containerd at %s: %w", e.Address, err)
+	}
+	if err := e.waitReady(ctx); err != nil {
+		return fmt.Errorf("restarting containerd at %s: %w", e.Address, err)
+	}
+	return nil
+}
+
+// config returns the config for a containerd of major version major living
+// in dir: config version 2 for 1.6 and 1.7, version 3 for 2.x, whose plugin
+// IDs differ. Plugins that need hardware, kernel features or configuration
+// that a test machine lacks are disabled, CRI among them: staticlet does not
+// use it. So is NRI, which 2.x enables by default, and which would listen on
+// one socket (/var/run/nri/nri.sock) for every daemon on the host.
+// Disabling a plugin a daemon does not have is harmless, so the lists name
+// what any version may have: the releases Build builds lack most of them.
+// 1.x's v1 runtime (io.containerd.runtime.v1.linux) stays enabled although
+// nothing uses it: 1.6's tasks service fails to load without it; 2.x has
+// none.
 // There is no daemon-wide default runtime outside CRI: the client picks
 // io.containerd.runc.v2 and, without runtime options, runc uses cgroupfs
 // (SystemdCgroup false), which is what we want without systemd.
-func config(dir string, socks [2]string) string {
+func config(dir string, socks [2]string, major int) string {
 	q := strconv.Quote // TOML basic strings escape like Go for plain paths
 	disabled := []string{
 		"io.containerd.grpc.v1.cri",
-		"io.containerd.snapshotter.v1.aufs",
 		"io.containerd.snapshotter.v1.btrfs",
 		"io.containerd.snapshotter.v1.devmapper",
 		"io.containerd.snapshotter.v1.zfs",
 		"io.containerd.tracing.processor.v1.otlp",
 		"io.containerd.internal.v1.tracing",
+		"io.containerd.nri.v1.nri",
+	}
+	version := 2
+	if major >= 2 {
+		version = 3
+		// CRI is split into several plugins in 2.x.
+		disabled = append(disabled,
+			"io.containerd.cri.v1.images",
+			"io.containerd.cri.v1.runtime",
+			"io.containerd.podsandbox.controller.v1.podsandbox",
+		)
+	} else {
+		disabled = append(disabled, "io.containerd.snapshotter.v1.aufs")
 	}
 	for i, p := range disabled {
 		disabled[i] = q(p)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "version = 2\n")
+	fmt.Fprintf(&b, "version = %d\n", version)
 	fmt.Fprintf(&b, "root = %s\n", q(filepath.Join(dir, "root")))
 	fmt.Fprintf(&b, "state = %s\n", q(filepath.Join(dir, "state")))
 	fmt.Fprintf(&b, "disabled_plugins = [%s]\n\n", strings.Join(disabled, ", "))
@@ -285,11 +503,14 @@ func config(dir string, socks [2]string) string {
 // waitReady polls the daemon's Version service until it answers, the daemon
 // exits or ctx is done.
 func (e *Env) waitReady(ctx context.Context) error {
-	c, err := client.New(e.Address, client.WithTimeout(callTimeout))
-	if err != nil {
-		return fmt.Errorf("creating containerd client for %s: %w", e.Address, err)
+	if e.client == nil { // a restarted daemon's client reconnects by itself
+		c, err := client.New(e.Address, client.WithTimeout(callTimeout))
+		if err != nil {
+			return fmt.Errorf("creating containerd client for %s: %w", e.Address, err)
+		}
+		e.client = c
 	}
-	e.client = c
+	c := e.client
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var lastErr error
@@ -358,5 +579,5 @@ func (e *Env) logDaemonLog(t testing.TB) {
 			b = b[i+1:]
 		}
 	}
-	t.Logf("ctrdtest: containerd log (%s):\n%s", e.LogPath, b)
+	t.Logf("ctrdtest: log of containerd %s (%s), %s:\n%s", e.Version, e.Binary, e.LogPath, b)
 }

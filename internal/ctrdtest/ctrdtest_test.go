@@ -3,6 +3,7 @@ package ctrdtest
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,6 +93,14 @@ func testStopLeavesNothing(t *testing.T, killDaemon bool) {
 	if err := Preflight(); err != nil {
 		t.Skip(err)
 	}
+	// Built first, so the build, when it has to run, is not held to the
+	// start's deadline.
+	buildCtx, cancelBuild := context.WithTimeout(context.Background(), buildTimeout)
+	_, err := SelectedDaemon(buildCtx)
+	cancelBuild()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir, err := tempDir()
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +148,9 @@ func testStopLeavesNothing(t *testing.T, killDaemon bool) {
 		t.Fatalf("Start: %v", err)
 	}
 	initPID := int(task.Pid())
+	if shimDir := env.daemon.ShimDir; shimDir != "" {
+		checkShimFrom(t, env.Address, shimDir)
+	}
 	if killDaemon {
 		if err := env.cmd.Process.Kill(); err != nil {
 			t.Fatalf("killing containerd: %v", err)
@@ -185,6 +197,31 @@ func testStopLeavesNothing(t *testing.T, killDaemon bool) {
 	}
 	if len(leftovers) != 0 {
 		t.Errorf("cgroups or runc state outlived Stop: %q", leftovers)
+	}
+}
+
+// checkShimFrom checks that the shims serving the daemon at address run
+// the runc shim in dir: that of the daemon's own release, not the
+// distribution's.
+func checkShimFrom(t *testing.T, address, dir string) {
+	t.Helper()
+	procs, err := listProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, shimName)
+	found := false
+	for _, p := range procs {
+		if !isShimFor(p.args, address) {
+			continue
+		}
+		found = true
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid)); err != nil || exe != want {
+			t.Errorf("shim %d runs %q (%v), want %q", p.pid, exe, err, want)
+		}
+	}
+	if !found {
+		t.Errorf("no shim for %s among the processes", address)
 	}
 }
 
@@ -243,12 +280,104 @@ func TestUnescapeMountPath(t *testing.T) {
 	}
 }
 
-func TestConfigMentionsSockets(t *testing.T) {
+func TestConfig(t *testing.T) {
 	dir := "/tmp/ctrd123"
-	cfg := config(dir, socketPaths(dir))
-	for _, want := range []string{`address = "/tmp/ctrd123/c.sock"`, `"io.containerd.grpc.v1.cri"`, "version = 2"} {
-		if !strings.Contains(cfg, want) {
-			t.Errorf("config(%q) lacks %s:\n%s", dir, want, cfg)
+	tests := []struct {
+		major        int
+		want, unwant []string
+	}{
+		{major: 1, want: []string{"version = 2", `"io.containerd.snapshotter.v1.aufs"`}},
+		{major: 2, want: []string{"version = 3", `"io.containerd.cri.v1.runtime"`}, unwant: []string{"aufs"}},
+	}
+	for _, tt := range tests {
+		cfg := config(dir, socketPaths(dir), tt.major)
+		for _, want := range append(tt.want, `address = "/tmp/ctrd123/c.sock"`, `"io.containerd.grpc.v1.cri"`, `"io.containerd.nri.v1.nri"`) {
+			if !strings.Contains(cfg, want) {
+				t.Errorf("config(%q, major %d) lacks %s:\n%s", dir, tt.major, want, cfg)
+			}
+		}
+		for _, unwant := range tt.unwant {
+			if strings.Contains(cfg, unwant) {
+				t.Errorf("config(%q, major %d) has %s:\n%s", dir, tt.major, unwant, cfg)
+			}
+		}
+	}
+}
+
+func TestParseMajor(t *testing.T) {
+	tests := []struct {
+		out  string
+		want int
+	}{
+		{"containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n", 1},
+		{"containerd github.com/containerd/containerd v1.7.35 \n", 1},
+		{"containerd github.com/containerd/containerd/v2 v2.4.2 \n", 2},
+	}
+	for _, tt := range tests {
+		if got, err := parseMajor(tt.out); err != nil || got != tt.want {
+			t.Errorf("parseMajor(%q) = %d, %v, want %d", tt.out, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "containerd x", "containerd x y.1"} {
+		if _, err := parseMajor(bad); err == nil {
+			t.Errorf("parseMajor(%q) succeeded, want error", bad)
+		}
+	}
+}
+
+// TestReleases checks the pins: a module version of the module path its
+// major version implies, and no series twice.
+func TestReleases(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range Releases {
+		wantModule := "github.com/containerd/containerd"
+		if r.Major() >= 2 {
+			wantModule += fmt.Sprintf("/v%d", r.Major())
+		}
+		if r.Major() < 1 || r.Module != wantModule || !strings.HasPrefix(r.Version, "v"+r.Series+".") || seen[r.Series] {
+			t.Errorf("release %+v: want a version vN.M.P of series N.M (once) and module %s", r, wantModule)
+		}
+		seen[r.Series] = true
+	}
+}
+
+func TestSelected(t *testing.T) {
+	type test struct {
+		env      string
+		version  string // of the release selected, "" for none
+		path     string
+		wantFail bool
+	}
+	tests := []test{
+		{env: ""},
+		{env: "system"},
+		{env: "/opt/ctrd/containerd", path: "/opt/ctrd/containerd"},
+		{env: "1.5", wantFail: true},
+		{env: "1.7.3", wantFail: true},
+	}
+	for _, r := range Releases {
+		tests = append(tests,
+			test{env: r.Series, version: r.Version},
+			test{env: r.Version, version: r.Version},
+			test{env: strings.TrimPrefix(r.Version, "v"), version: r.Version})
+	}
+	tests = append(tests, test{env: "2", version: Releases[len(Releases)-1].Version})
+	for _, tt := range tests {
+		t.Setenv(DaemonEnv, tt.env)
+		sel, err := selected()
+		if tt.wantFail {
+			if err == nil {
+				t.Errorf("%s=%q: selected() succeeded, want error", DaemonEnv, tt.env)
+			}
+			continue
+		}
+		var version string
+		if sel.release != nil {
+			version = sel.release.Version
+		}
+		if err != nil || version != tt.version || sel.path != tt.path {
+			t.Errorf("%s=%q: selected() = release %q, path %q, %v; want release %q, path %q",
+				DaemonEnv, tt.env, version, sel.path, err, tt.version, tt.path)
 		}
 	}
 }
