@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,7 +54,7 @@ func TestSystemdCgroupDriver(t *testing.T) {
 	}
 	e.write("oom.yaml", strings.Split(oomPods, "---\n")[0])
 
-	var slices []string
+	var units []string
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := d.in(t)
@@ -70,7 +71,7 @@ func TestSystemdCgroupDriver(t *testing.T) {
 				t.Fatalf("container cgroup = %q, want %q", got, scope)
 			}
 			unit := filepath.Base(sliceDir)
-			slices = append(slices, unit)
+			units = append(units, unit)
 			if out, err := exec.Command("systemctl", "is-active", unit).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "active" {
 				t.Errorf("systemctl is-active %s: %v %s, want active", unit, err, out)
 			}
@@ -88,10 +89,11 @@ func TestSystemdCgroupDriver(t *testing.T) {
 			}
 		})
 	}
-	d.waitPod("oom-app-"+testNode, 60*time.Second, "oom-app OOMKilled", func(p *v1.Pod) bool {
+	oom := d.waitPod("oom-app-"+testNode, 60*time.Second, "oom-app OOMKilled", func(p *v1.Pod) bool {
 		st := p.Status.ContainerStatuses[0].State
 		return st.Terminated != nil && st.Terminated.Reason == "OOMKilled"
 	})
+	units = append(units, root+"-burstable-pod"+string(oom.UID)+".slice")
 	if t.Failed() {
 		return
 	}
@@ -100,14 +102,15 @@ func TestSystemdCgroupDriver(t *testing.T) {
 		e.remove(tt.name + ".yaml")
 	}
 	e.remove("oom.yaml")
+	// Only these pods' units: an earlier test's may be about.
 	waitFor(t, 60*time.Second, "no pod unit or cgroup left", func() (bool, string) {
-		out, _ := exec.Command("systemctl", "list-units", "--all", "--plain", "--no-legend", root+"-*pod*").CombinedOutput()
+		out, _ := exec.Command("systemctl", append([]string{"list-units", "--all", "--plain", "--no-legend"}, units...)...).CombinedOutput()
 		var left []string
 		if s := strings.TrimSpace(string(out)); s != "" {
 			left = append(left, s)
 		}
 		_ = filepath.Walk("/sys/fs/cgroup/"+root+".slice", func(path string, fi os.FileInfo, err error) error {
-			if err == nil && fi.IsDir() && strings.Contains(filepath.Base(path), "pod") {
+			if err == nil && fi.IsDir() && slices.Contains(units, filepath.Base(path)) {
 				left = append(left, path)
 			}
 			return nil

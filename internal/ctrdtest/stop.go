@@ -130,8 +130,14 @@ func deleteContainer(ctx context.Context, c client.Container) (err error) {
 // pod<uid>) a container's cgroup was in, from every hierarchy: runc
 // removes only the container's own, and a test that leaves its pods
 // running when it ends would leave the staticlet pod cgroups behind. A pod
-// cgroup still in use stays (rmdir fails on it).
+// cgroup still in use stays (rmdir fails on it). A pod slice of the
+// systemd driver is stopped.
 func removePodCgroup(cgroupsPath string) {
+	if slice, _, ok := strings.Cut(cgroupsPath, ":"); ok && strings.Contains(slice, "-pod") {
+		// The systemd driver's: the slice is a unit systemd removes.
+		_ = exec.Command("systemctl", "stop", slice).Run()
+		return
+	}
 	parent := filepath.Dir(cgroupsPath)
 	if !strings.HasPrefix(filepath.Base(parent), "pod") {
 		return

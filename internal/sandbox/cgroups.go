@@ -348,6 +348,9 @@ func (r *Runtime) ensurePodSlice(ctx context.Context, p *pod.Pod, slice string) 
 	if err := r.slices.ensure(ctx, slice, "staticlet pod "+p.String(), res); err != nil {
 		return err
 	}
+	if kills, err := r.cgroups.sliceOOMKills(slice); err == nil {
+		r.ooms.baseline(slice, kills)
+	}
 	// systemd has no property for huge pages, and keeps the CPU quota in
 	// steps of 10ms a second: the exact values go in the files.
 	dir, err := SliceDir(slice)
@@ -448,6 +451,7 @@ func (r *Runtime) removePodCgroups(ctx context.Context, uid string) error {
 		defer cancel()
 		for _, slice := range spec.PodSliceCandidates(r.rootSlice(), escapeSliceName(uid)) {
 			errs = append(errs, r.slices.stop(ctx, slice))
+			r.ooms.forget(slice)
 		}
 		return errors.Join(errs...)
 	}

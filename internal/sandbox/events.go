@@ -146,7 +146,9 @@ func (r *Runtime) exitOwner(ctx context.Context, id string) (client.Container, p
 }
 
 // noteCgroupOOM records an OOM kill that the cgroup of exited container c
-// counted, before its task is deleted along with the cgroup.
+// counted, before its task is deleted along with the cgroup; with the
+// systemd driver, a kill its pod's slice counted when the container's
+// scope is already gone (oomLedger).
 func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) error {
 	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
@@ -155,15 +157,46 @@ func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) error {
 	if info.Labels[LabelOOMKilled] == "true" {
 		return nil
 	}
-	n, err := r.cgroups.oomKills(specCgroupsPath(info.Spec))
-	if err != nil || n == 0 {
+	path := specCgroupsPath(info.Spec)
+	rel, err := cgroupRelPath(path)
+	if err != nil {
 		return err
 	}
-	return r.noteOOM(ctx, c)
+	n, found, err := r.cgroups.oomKillsAt(rel)
+	if err != nil {
+		return err
+	}
+	slice := podSlice(path)
+	switch {
+	case n > 0:
+		r.ooms.claim(slice, n)
+	case !found && slice != "":
+		count, err := r.cgroups.sliceOOMKills(slice)
+		if err != nil || !r.ooms.take(slice, count) {
+			return err
+		}
+	default:
+		return nil
+	}
+	return r.markOOM(ctx, c)
 }
 
-// noteOOM marks container c as OOM-killed.
+// noteOOM marks container c as OOM-killed, as containerd's event says,
+// unless it is already.
 func (r *Runtime) noteOOM(ctx context.Context, c client.Container) error {
+	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return fmt.Errorf("reading container %s: %w", c.ID(), err)
+	}
+	if info.Labels[LabelOOMKilled] == "true" {
+		return nil
+	}
+	r.ooms.claim(podSlice(specCgroupsPath(info.Spec)), 1)
+	return r.markOOM(ctx, c)
+}
+
+// markOOM labels container c OOM-killed.
+func (r *Runtime) markOOM(ctx context.Context, c client.Container) error {
 	ctx, cancel := r.call(context.WithoutCancel(ctx))
 	defer cancel()
 	if _, err := c.SetLabels(ctx, map[string]string{LabelOOMKilled: "true"}); err != nil && !errdefs.IsNotFound(err) {

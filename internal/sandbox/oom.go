@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/containerd/typeurl/v2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -26,7 +27,14 @@ import (
 //   - containerd's /tasks/oom event, which the shim sends when the cgroup
 //     reports one. It covers a cgroup gone before staticlet read it (a
 //     systemd scope collected once empty) and arrives after the exit when
-//     it does.
+//     it does. The shim misses it, though, when systemd removes the scope
+//     before the shim has read the cgroup's count;
+//   - so, with the systemd driver, an exited container whose scope is gone
+//     is taken as OOM-killed when its pod's slice, which counts its scopes'
+//     kills, has counted more than staticlet has accounted for since it
+//     made or updated the slice (oomLedger). Not only on SIGKILL: the
+//     killed process may be a child of the container's, which lives on
+//     and exits as it will.
 
 // oomKills returns how many processes the OOM killer killed in the cgroup
 // at cgroupsPath, a spec's in either driver's form. A cgroup that is gone
@@ -36,24 +44,31 @@ func (h cgroupHost) oomKills(cgroupsPath string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	n, _, err := h.oomKillsAt(rel)
+	return n, err
+}
+
+// oomKillsAt is oomKills of the cgroup at rel, below the hierarchies'
+// mounts, and tells whether the cgroup is there.
+func (h cgroupHost) oomKillsAt(rel string) (int, bool, error) {
 	var file string
 	if h.unified {
 		file = filepath.Join(h.v2Root, rel, "memory.events")
 	} else {
 		mnt, ok := h.v1["memory"]
 		if !ok {
-			return 0, nil
+			return 0, false, nil
 		}
 		file = filepath.Join(mnt, rel, "memory.oom_control")
 	}
 	b, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading the OOM kills of cgroup %s: %w", rel, err)
+		return 0, true, fmt.Errorf("reading the OOM kills of cgroup %s: %w", rel, err)
 	}
-	return parseOOMKills(b), nil
+	return parseOOMKills(b), true, nil
 }
 
 // parseOOMKills reads the oom_kill count of a memory.events (v2) or
@@ -139,4 +154,80 @@ func specCgroupsPath(a typeurl.Any) string {
 		return s.Linux.CgroupsPath
 	}
 	return ""
+}
+
+// oomLedger keeps, for each pod slice, how many of the OOM kills the slice
+// counted are accounted for: those before staticlet last made or updated
+// it, and those since that marked a container. A kill beyond those is one
+// whose scope systemd removed before anyone read it. A slice staticlet
+// has not touched since it started has no entry, and no kill is guessed
+// for it. Safe for concurrent use; its zero value is ready.
+type oomLedger struct {
+	mu      sync.Mutex // guards claimed
+	claimed map[string]int
+}
+
+// baseline accounts for every kill slice counts now, if it has no entry.
+func (l *oomLedger) baseline(slice string, count int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.claimed[slice]; ok {
+		return
+	}
+	if l.claimed == nil {
+		l.claimed = map[string]int{}
+	}
+	l.claimed[slice] = count
+}
+
+// claim accounts for n kills in slice that marked a container.
+func (l *oomLedger) claim(slice string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.claimed[slice]; ok {
+		l.claimed[slice] += n
+	}
+}
+
+// take claims one kill of slice, whose count is now count, if there is
+// one not accounted for.
+func (l *oomLedger) take(slice string, count int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	claimed, ok := l.claimed[slice]
+	if !ok || count <= claimed {
+		return false
+	}
+	l.claimed[slice] = claimed + 1
+	return true
+}
+
+// forget drops slice, once it is gone.
+func (l *oomLedger) forget(slice string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.claimed, slice)
+}
+
+// podSlice returns the slice of a cgroupsPath in systemd's form; empty for
+// a cgroupfs path.
+func podSlice(cgroupsPath string) string {
+	if strings.HasPrefix(cgroupsPath, "/") {
+		return ""
+	}
+	slice, _, ok := strings.Cut(cgroupsPath, ":")
+	if !ok {
+		return ""
+	}
+	return slice
+}
+
+// sliceOOMKills returns the OOM kills slice counted; 0 when it is gone.
+func (h cgroupHost) sliceOOMKills(slice string) (int, error) {
+	dir, err := SliceDir(slice)
+	if err != nil {
+		return 0, err
+	}
+	n, _, err := h.oomKillsAt(dir)
+	return n, err
 }

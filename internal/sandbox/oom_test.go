@@ -141,3 +141,44 @@ func TestApplyTask(t *testing.T) {
 		}
 	}
 }
+
+// TestOOMLedger: a slice's kill is guessed only beyond those accounted
+// for, and only for slices staticlet made since it started.
+func TestOOMLedger(t *testing.T) {
+	var l oomLedger
+	if l.take("p.slice", 3) {
+		t.Errorf("take on an unknown slice = true, want false: kills before staticlet saw it are not guessed")
+	}
+	l.baseline("p.slice", 2) // two kills before
+	l.baseline("p.slice", 5) // a later start does not move it
+	if l.take("p.slice", 2) {
+		t.Errorf("take with no new kill = true")
+	}
+	l.claim("p.slice", 1) // a container marked by its own cgroup or the event
+	if l.take("p.slice", 3) {
+		t.Errorf("take of a kill already claimed = true")
+	}
+	if !l.take("p.slice", 4) || l.take("p.slice", 4) {
+		t.Errorf("take of one new kill: want true once")
+	}
+	l.forget("p.slice")
+	if l.take("p.slice", 9) {
+		t.Errorf("take after forget = true")
+	}
+	l.claim("q.slice", 1) // no entry: nothing to account
+	if l.take("q.slice", 1) {
+		t.Errorf("take on a slice only claimed = true")
+	}
+}
+
+func TestPodSlice(t *testing.T) {
+	for in, want := range map[string]string{
+		"staticlet-podu.slice:staticlet:c1": "staticlet-podu.slice",
+		"/staticlet/podu/c1":                "",
+		"":                                  "",
+	} {
+		if got := podSlice(in); got != want {
+			t.Errorf("podSlice(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -155,6 +155,8 @@ type Runtime struct {
 	resources spec.ResourceFacts
 	// slices makes pods' slices with the systemd driver; nil with cgroupfs.
 	slices *systemdSlices
+	// ooms accounts for the OOM kills pods' slices counted.
+	ooms oomLedger
 	// messages caches exited containers' termination messages.
 	messages messageCache
 	// network is the pod network; nil without one.
