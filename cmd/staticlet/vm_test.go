@@ -25,9 +25,11 @@ echo "containerd=$(systemctl is-active containerd)"
 // host's cgroup v1 hierarchy gives way to cgroup v2 under systemd: a pod's
 // life (run, edit, delete, adoption after kill -9) with its hooks, its
 // cgroups and their limits, OOM kills, its probes, its network; and the
-// systemd cgroup driver, which needs systemd as PID 1.
+// systemd cgroup driver, which needs systemd as PID 1, by itself and as
+// kubeadm's kubelet config asks for it.
 var vmTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestLifecycleHooks", "TestResources",
-	"TestOOMKilled", "TestLivenessRestarts", "TestReadinessFlips", "TestPodNetwork", "TestSystemdCgroupDriver"}
+	"TestOOMKilled", "TestLivenessRestarts", "TestReadinessFlips", "TestPodNetwork", "TestSystemdCgroupDriver",
+	"TestKubeletConfigFile"}
 
 // vmSystemdDriverTests run in the guest a second time, with every
 // staticlet on the systemd cgroup driver.
