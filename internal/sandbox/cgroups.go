@@ -75,27 +75,21 @@ func detectCgroups() (cgroupHost, error) {
 	return h, sc.Err()
 }
 
-// Cgroup modes, as CgroupMode names them.
-const (
-	CgroupUnified = "v2 (unified)"
-	CgroupHybrid  = "hybrid (v1, with v2 at /sys/fs/cgroup/unified)"
-	CgroupLegacy  = "v1 (legacy)"
-)
-
 // mode names the node's cgroup mode: unified (v2 alone), hybrid (v1
-// controllers, and v2 with none beside them) or legacy (v1 alone).
+// controllers, and v2 with none beside them, where it is mounted) or
+// legacy (v1 alone).
 func (h cgroupHost) mode() string {
 	switch {
 	case h.unified:
-		return CgroupUnified
+		return "v2 (unified)"
 	case h.v2Mount != "":
-		return CgroupHybrid
+		return "hybrid (v1, with v2 at " + h.v2Mount + ")"
 	}
-	return CgroupLegacy
+	return "v1 (legacy)"
 }
 
 // CgroupMode names the cgroup mode of the node staticlet runs on, as read
-// from its mounts: one of CgroupUnified, CgroupHybrid and CgroupLegacy.
+// from its mounts: "v2 (unified)", "hybrid (...)" or "v1 (legacy)".
 func CgroupMode() (string, error) {
 	h, err := detectCgroups()
 	if err != nil {

@@ -139,3 +139,19 @@ func TestDetectCgroups(t *testing.T) {
 		t.Errorf("v1 mode without cpu or memory hierarchy: %+v", h)
 	}
 }
+
+func TestCgroupMode(t *testing.T) {
+	tests := []struct {
+		h    cgroupHost
+		want string
+	}{
+		{cgroupHost{unified: true, v2Root: "/sys/fs/cgroup", v2Mount: "/sys/fs/cgroup"}, "v2 (unified)"},
+		{cgroupHost{v1: map[string]string{"cpu": "/sys/fs/cgroup/cpu"}, v2Mount: "/sys/fs/cgroup/unified"}, "hybrid (v1, with v2 at /sys/fs/cgroup/unified)"},
+		{cgroupHost{v1: map[string]string{"cpu": "/sys/fs/cgroup/cpu"}}, "v1 (legacy)"},
+	}
+	for _, tt := range tests {
+		if got := tt.h.mode(); got != tt.want {
+			t.Errorf("mode(%+v) = %q, want %q", tt.h, got, tt.want)
+		}
+	}
+}
