@@ -316,6 +316,8 @@ func bestEffortResources() *specs.LinuxResources {
 // implicitly, but with default dependencies: stopped, and the pods in them
 // killed, at the start of every shutdown.
 func (r *Runtime) ensurePodSlice(ctx context.Context, p *pod.Pod, slice string) error {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
 	root := r.rootSlice() + ".slice"
 	if err := r.slices.ensureOnce(ctx, root, "staticlet's pods", nil); err != nil {
 		return err
@@ -333,8 +335,6 @@ func (r *Runtime) ensurePodSlice(ctx context.Context, p *pod.Pod, slice string) 
 			return err
 		}
 	}
-	ctx, cancel := r.call(ctx)
-	defer cancel()
 	res, err := spec.PodResources(p, r.resources)
 	if err != nil {
 		return err
