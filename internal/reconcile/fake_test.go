@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -105,6 +106,7 @@ type fakeRuntime struct {
 	seq       int
 	startErr  map[string]error    // StartContainer of this container name fails
 	createErr error               // CreateSandbox fails
+	filesErrs int                 // RemovePodFiles fails this many more times
 	hooks     map[string]fakeHook // how RunHook behaves, by "<hook> <container name>"
 	problems  []string
 	// Images: all are present but those in missing; a pull of an image in
@@ -369,6 +371,12 @@ func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error {
 
 func (f *fakeRuntime) RemovePodFiles(ctx context.Context, namespace, name, uid string) error {
 	f.log.add(call{op: "files", pod: pod.Key{Namespace: namespace, Name: name}, id: uid})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.filesErrs > 0 {
+		f.filesErrs--
+		return errors.New("slice still busy")
+	}
 	return nil
 }
 

@@ -883,3 +883,26 @@ func TestRunOOMKilled(t *testing.T) {
 		}
 	})
 }
+
+// TestRunRemovePodFilesRetried: a pod's files whose removal failed are
+// removed on a later pass, although its containers are gone by then.
+func TestRunRemovePodFilesRetried(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{})
+		h := newHarness(t, Config{})
+		h.set(p)
+		h.rt.mu.Lock()
+		h.rt.filesErrs = 2
+		h.rt.mu.Unlock()
+		m := h.mark()
+		h.set()
+		h.sleep(10 * time.Second)
+		var files []string
+		for _, c := range h.since(m, "files") {
+			files = append(files, c.id)
+		}
+		if len(files) != 3 || files[0] != string(p.UID) || files[2] != string(p.UID) {
+			t.Errorf("RemovePodFiles calls = %q, want 3 for %s: two failures, then the removal", files, p.UID)
+		}
+	})
+}

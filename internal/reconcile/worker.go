@@ -57,6 +57,10 @@ type worker struct {
 	// event; nil until the first pass, which tells of none: those were
 	// killed before this worker began.
 	oomSeen map[string]bool
+	// filesLeft holds the UIDs of removed sandboxes whose files (state,
+	// logs, cgroups) are still to be removed: a failed removal is tried
+	// again on the next pass, which no longer finds their containers.
+	filesLeft map[string]bool
 }
 
 // waitingState is why a container is not running, when a start failed.
@@ -202,15 +206,19 @@ func (w *worker) remove(ctx context.Context) error {
 	if err := w.terminate(ctx, recs, w.grace(), nil); err != nil {
 		return err
 	}
-	uids := map[string]bool{}
+	if w.filesLeft == nil {
+		w.filesLeft = map[string]bool{}
+	}
 	for _, r := range recs {
-		uids[r.PodUID] = true
+		w.filesLeft[r.PodUID] = true
 	}
 	var errs []error
-	for uid := range uids {
+	for uid := range w.filesLeft {
 		if err := w.rt.RemovePodFiles(ctx, w.key.Namespace, w.key.Name, uid); err != nil {
 			errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", w.key, err))
+			continue
 		}
+		delete(w.filesLeft, uid)
 	}
 	w.rep.DeletePod(w.key)
 	return errors.Join(errs...)
