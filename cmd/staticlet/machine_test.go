@@ -179,14 +179,14 @@ func bootMachine(t *testing.T, root string, opts machineOptions) *machine {
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(m.console)
-			t.Logf("machine console:\n%s", lastLines(string(b), 60))
+			t.Logf("machine console:\n%s", debroot.LastLines(string(b), 60))
 		}
 	})
 	waitFor(t, 60*time.Second, "the container's systemd", func() (bool, string) {
 		select {
 		case <-m.done:
 			b, _ := os.ReadFile(m.console)
-			t.Fatalf("systemd-nspawn exited: %v\n%s", m.cmd.ProcessState, lastLines(string(b), 30))
+			t.Fatalf("systemd-nspawn exited: %v\n%s", m.cmd.ProcessState, debroot.LastLines(string(b), 30))
 		default:
 		}
 		m.leader = nsLeader(m.cmd.Process.Pid)
@@ -324,13 +324,4 @@ func installDeb(t *testing.T, root, deb string) string {
 		t.Fatalf("dpkg -i staticlet's .deb: %v\n%s", err, out)
 	}
 	return string(out)
-}
-
-// lastLines returns at most n last lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

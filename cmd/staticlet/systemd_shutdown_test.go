@@ -11,6 +11,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/debroot"
 )
 
 // TestSystemdNodeShutdown: under the real systemd and systemd-logind of a
@@ -99,7 +101,7 @@ func TestSystemdNodeShutdown(t *testing.T) {
 		return string(out)
 	}
 	if out := journal("-u", "systemd-logind"); !strings.Contains(out, "System is powering down") {
-		t.Errorf("logind's journal has no \"System is powering down\": the poweroff did not go through logind\n%s", lastLines(out, 20))
+		t.Errorf("logind's journal has no \"System is powering down\": the poweroff did not go through logind\n%s", debroot.LastLines(out, 20))
 	}
 	out := journal("-t", "staticlet")
 	for _, want := range []string{
@@ -109,7 +111,7 @@ func TestSystemdNodeShutdown(t *testing.T) {
 		"released logind's inhibitor lock: the shutdown goes on",
 	} {
 		if !strings.Contains(out, want) {
-			t.Errorf("staticlet's journal has no %q:\n%s", want, lastLines(out, 20))
+			t.Errorf("staticlet's journal has no %q:\n%s", want, debroot.LastLines(out, 20))
 		}
 	}
 	// A shutdown as planned, the bus and staticlet stopped after the

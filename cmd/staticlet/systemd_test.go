@@ -11,6 +11,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/debroot"
 )
 
 // debPackage returns staticlet's .deb: the one make built (STATICLET_DEB),
@@ -187,7 +189,7 @@ func TestSystemd(t *testing.T) {
 	})
 	t.Logf("restarted by the watchdog: MainPID %s -> %s, NRestarts %s -> %s", oldPID, m.show("MainPID"), restarts, m.show("NRestarts"))
 	if out, _ := m.run("journalctl", "-u", "staticlet", "-o", "cat", "--no-pager"); !strings.Contains(out, "Watchdog timeout") {
-		t.Errorf("journalctl -u staticlet has no watchdog timeout:\n%s", lastLines(out, 20))
+		t.Errorf("journalctl -u staticlet has no watchdog timeout:\n%s", debroot.LastLines(out, 20))
 	}
 	after := m.pod(name)
 	if len(after.Status.ContainerStatuses) != 1 {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/staticlet/staticlet/internal/debroot"
 )
 
 // The packaged staticlet on a real node: TestVM installs the .deb into the
@@ -133,15 +135,9 @@ func checkVMPackage(t *testing.T, results, output string) {
 	for _, want := range order {
 		i := strings.Index(output[at:], want)
 		if i < 0 {
-			t.Errorf("the guest's output lacks %q after the shutdown began, want %q in that order:\n%s", want, order, lastLinesOf(output, 30))
+			t.Errorf("the guest's output lacks %q after the shutdown began, want %q in that order:\n%s", want, order, debroot.LastLines(output, 30))
 			break
 		}
 		at += i
 	}
-}
-
-// lastLinesOf returns the last n lines of s.
-func lastLinesOf(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

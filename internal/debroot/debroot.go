@@ -163,13 +163,14 @@ func Debootstrap(ctx context.Context, root, suite string, packages []string) err
 	args = append(args, suite, root, mirror)
 	out, err := exec.CommandContext(ctx, "debootstrap", args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("debootstrap %s into %s: %w\n%s", suite, root, err, lastLines(string(out), 30))
+		return fmt.Errorf("debootstrap %s into %s: %w\n%s", suite, root, err, LastLines(string(out), 30))
 	}
 	return nil
 }
 
-// lastLines returns at most n last lines of s.
-func lastLines(s string, n int) string {
+// LastLines returns at most n last lines of s, for a report of what a
+// command or a machine printed.
+func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

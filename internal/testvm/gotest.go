@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/staticlet/staticlet/internal/debroot"
 )
 
 // DefaultGoTestTimeout is a GoTest's -test.timeout when it sets none.
@@ -100,7 +102,7 @@ func checkGoTests(t testing.TB, tests []GoTest, dir string) []GoTestResult {
 		}
 		switch {
 		case err != nil:
-			t.Errorf("testvm: %s in the guest did not finish (%v); its output:\n%s", strings.Join(gt.Tests, ", "), err, lastLines(r.Output, 60))
+			t.Errorf("testvm: %s in the guest did not finish (%v); its output:\n%s", strings.Join(gt.Tests, ", "), err, debroot.LastLines(r.Output, 60))
 		case r.ExitCode != 0:
 			t.Errorf("testvm: %s in the guest: exit code %d\n%s", strings.Join(gt.Tests, ", "), r.ExitCode, failureReport(r.Output))
 		default:
@@ -130,8 +132,8 @@ func failureReport(output string) string {
 		}
 	}
 	return "failed in the guest:\n" + strings.Join(fails, "\n") +
-		"\n\nlogged by the tests:\n" + lastLines(strings.Join(logs, "\n"), 60) +
-		"\n\noutput (last lines):\n" + lastLines(output, 40)
+		"\n\nlogged by the tests:\n" + debroot.LastLines(strings.Join(logs, "\n"), 60) +
+		"\n\noutput (last lines):\n" + debroot.LastLines(output, 40)
 }
 
 // testLogLine matches a line testing writes for t.Log or t.Error.

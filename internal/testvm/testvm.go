@@ -130,8 +130,8 @@ func Run(t testing.TB, spec Spec) Result {
 	res := Result{Dir: filepath.Join(work, resultsDir)}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("testvm: guest console (last lines):\n%s", lastLines(res.Console, 60))
-			t.Logf("testvm: guest output (last lines):\n%s", lastLines(res.Output, 100))
+			t.Logf("testvm: guest console (last lines):\n%s", debroot.LastLines(res.Console, 60))
+			t.Logf("testvm: guest output (last lines):\n%s", debroot.LastLines(res.Output, 100))
 		}
 	})
 	start := time.Now()
@@ -143,7 +143,7 @@ func Run(t testing.TB, spec Spec) Result {
 	t.Logf("testvm: the guest ran for %s (%s)", time.Since(start).Round(100*time.Millisecond), firstLine(res.Output))
 	if err := collect(disk, work, &res); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			t.Logf("testvm: guest journal (last lines):\n%s", lastLines(res.Journal, 60))
+			t.Logf("testvm: guest journal (last lines):\n%s", debroot.LastLines(res.Journal, 60))
 		}
 		t.Fatalf("testvm: %v", err)
 	}
@@ -327,15 +327,6 @@ var escapes = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]|\r`)
 
 // plain is s without terminal escapes.
 func plain(s string) string { return escapes.ReplaceAllString(s, "") }
-
-// lastLines returns at most n last lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
 
 // firstLine is s up to its first newline.
 func firstLine(s string) string {
