@@ -446,6 +446,27 @@ func (e *Env) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Crash kills the daemon with SIGKILL, as the OOM killer or a power cut
+// would, and starts it again on the same directories, returning once it
+// answers. What was in flight when it died is left as it was; tasks and
+// their shims outlive it. Like Restart, it must not run concurrently with
+// Stop or another restart.
+func (e *Env) Crash(ctx context.Context) error {
+	if !e.exitedEarly() {
+		if err := e.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return fmt.Errorf("killing containerd at %s: %w", e.Address, err)
+		}
+		<-e.exited
+	}
+	if err := e.launch(); err != nil {
+		return fmt.Errorf("starting containerd at %s again: %w", e.Address, err)
+	}
+	if err := e.waitReady(ctx); err != nil {
+		return fmt.Errorf("starting containerd at %s again: %w", e.Address, err)
+	}
+	return nil
+}
+
 // config returns the config for a containerd of major version major living
 // in dir: config version 2 for 1.6 and 1.7, version 3 for 2.x, whose plugin
 // IDs differ. Plugins that need hardware, kernel features or configuration

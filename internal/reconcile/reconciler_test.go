@@ -648,6 +648,53 @@ func TestRunSandboxDies(t *testing.T) {
 	})
 }
 
+// TestRunStartsHalfMadeSandbox: staticlet died after creating a sandbox
+// and starting its containers, before starting the sandbox's pause. The
+// next one starts that sandbox; it does not take it for a dead one and
+// replace the pod, which would run its containers again.
+func TestRunStartsHalfMadeSandbox(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{apps: []string{"a", "b"}})
+		recs := runningRecs(p, "old", 0)
+		recs[0].State = pod.TaskCreated
+		h := newHarness(t, Config{})
+		h.rt.seed(recs...)
+		h.set(p)
+		h.sleep(time.Minute)
+		h.wantOps(0)
+		if got := h.rt.newest(t, p.Key(), "").State; got != pod.TaskRunning {
+			t.Errorf("sandbox state = %s, want running", got)
+		}
+		if ev := h.rep.eventsWith("SandboxChanged"); len(ev) != 0 {
+			t.Errorf("SandboxChanged events = %v, want none", ev)
+		}
+	})
+}
+
+// TestRunNeverPodSandboxDies: a restartPolicy Never pod whose sandbox dies
+// after its containers ran gets no new sandbox, in which they would run a
+// second time; what still runs is stopped, and the pod ends.
+func TestRunNeverPodSandboxDies(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{policy: v1.RestartPolicyNever, apps: []string{"a", "b"}})
+		h := newHarness(t, Config{})
+		h.set(p)
+		h.exit(h.rt.newest(t, p.Key(), "a").ID, 0)
+		m := h.mark()
+		h.exit(h.rt.newest(t, p.Key(), "").ID, 137)
+		h.sleep(time.Minute)
+		if got := h.ops(m, "create", "start"); len(got) != 0 {
+			t.Errorf("after the sandbox died: %v, want no sandbox and no start", got)
+		}
+		if got := h.ops(m, "stop"); !slices.Contains(got, "stop "+h.rt.newest(t, p.Key(), "b").ID+" 30s") {
+			t.Errorf("stops after the sandbox died = %v, want b stopped", got)
+		}
+		if st := h.status(p); st.Status.Phase != v1.PodFailed {
+			t.Errorf("phase = %s, want Failed (b killed)", st.Status.Phase)
+		}
+	})
+}
+
 // TestRunCreateSandboxFailure: a sandbox that cannot be made is retried,
 // with a warning.
 func TestRunCreateSandboxFailure(t *testing.T) {

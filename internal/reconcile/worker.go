@@ -285,7 +285,20 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 	v := newView(recs)
 	sb, ok := v.current(p)
 	startLater := false // the sandbox was created, and is started after its containers
-	if ok && sb.State != pod.TaskRunning && !w.terminal(p, v, sb.ID) {
+	switch {
+	case ok && sb.State == pod.TaskCreated:
+		// Made and never started: staticlet stopped between creating the
+		// sandbox and starting it. Its namespaces are pinned, and its
+		// containers may run in them already: start it, as if this pass
+		// had created it.
+		if sharesPID(p) {
+			if sb, err = w.startSandbox(ctx, sb); err != nil {
+				return 0, err
+			}
+		} else {
+			startLater = true
+		}
+	case ok && sb.State != pod.TaskRunning && !w.terminal(p, v, sb.ID):
 		// The sandbox died under a pod that should still run: replace it.
 		w.event("", pod.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		ok = false
@@ -509,7 +522,7 @@ func (w *worker) converge(ctx context.Context, p *pod.Pod, sb pod.Record, v view
 	if terminal && !w.termSent {
 		// Nothing will run in this pod again: stop its sidecars, then let
 		// the sandbox go; keep the exited containers for their status.
-		if err := w.stopSidecars(ctx, p, sb, v); err != nil {
+		if err := w.stopRemaining(ctx, p, sb, v); err != nil {
 			errs = append(errs, err)
 		} else if err := w.rt.StopContainer(ctx, sb.ID, sandboxGrace); err != nil {
 			errs = append(errs, err)
@@ -554,10 +567,21 @@ func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-// stopSidecars stops the running sidecars of a pod whose app containers
-// are done, in reverse order, each after its preStop hook, as the kubelet
-// does.
-func (w *worker) stopSidecars(ctx context.Context, p *pod.Pod, sb pod.Record, v view) error {
+// stopRemaining stops what still runs in a terminal pod: its sidecars,
+// once its app containers are done, in reverse order, each after its
+// preStop hook, as the kubelet does.
+func (w *worker) stopRemaining(ctx context.Context, p *pod.Pod, sb pod.Record, v view) error {
+	// App containers run on in a terminal pod only when its sandbox died
+	// under a pod that never restarts (terminal's rule): they go first.
+	for i := range p.Spec.Containers {
+		c := &p.Spec.Containers[i]
+		if r := v.latest(sb.ID, c.Name); r != nil && r.State == pod.TaskRunning {
+			w.event(c.Name, pod.EventNormal, "Killing", fmt.Sprintf("Stopping container %s", c.Name))
+			if err := w.stopContainer(ctx, *r, w.grace(), p); err != nil {
+				return err
+			}
+		}
+	}
 	for i := len(p.Spec.InitContainers) - 1; i >= 0; i-- {
 		c := &p.Spec.InitContainers[i]
 		if r := v.latest(sb.ID, c.Name); r != nil && isSidecar(c) && r.State == pod.TaskRunning {
@@ -573,7 +597,15 @@ func (w *worker) stopSidecars(ctx context.Context, p *pod.Pod, sb pod.Record, v 
 // terminal tells whether nothing in the pod will run again: every app
 // container exited and its restart policy does not restart it, or an init
 // container failed under restartPolicy Never.
+//
+// A restartPolicy Never pod whose sandbox died after any of its containers
+// ran is terminal too, as with the kubelet: it gets no second sandbox, in
+// which containers that ran would run again; what still runs in the dead
+// one is stopped.
 func (w *worker) terminal(p *pod.Pod, v view, sb string) bool {
+	if p.Spec.RestartPolicy == v1.RestartPolicyNever && v.sandboxDead(sb) && v.ran(sb) {
+		return true
+	}
 	for i := range p.Spec.InitContainers {
 		c := &p.Spec.InitContainers[i]
 		if recs := v.latest(sb, c.Name); !isSidecar(c) && recs != nil && recs.State == pod.TaskExited && recs.ExitCode != 0 &&
@@ -601,6 +633,29 @@ func (v view) byID(id string) *pod.Record {
 		}
 	}
 	return nil
+}
+
+// sandboxDead tells whether sandbox sb ran and exited.
+func (v view) sandboxDead(sb string) bool {
+	for _, s := range v.sandboxes {
+		if s.ID == sb {
+			return s.State == pod.TaskExited
+		}
+	}
+	return false
+}
+
+// ran tells whether any container of sandbox sb has run: it runs, or it
+// exited. One that was created and never started has not.
+func (v view) ran(sb string) bool {
+	for _, rs := range v.byName {
+		for _, r := range rs {
+			if r.SandboxID == sb && r.State != pod.TaskCreated {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // latest returns the newest record of name in sandbox sb, or in any sandbox

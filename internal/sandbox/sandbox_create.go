@@ -108,6 +108,11 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	if err != nil {
 		return sb, fmt.Errorf("loading sandbox %s: %w", sb.ID, err)
 	}
+	// A task left from an earlier start that did not finish (staticlet
+	// stopped half way) would make a new one fail: it goes first.
+	if err := deleteTask(ctx, c, client.WithProcessKill); err != nil {
+		return sb, fmt.Errorf("starting sandbox %s: %w", sb.ID, err)
+	}
 	// The pod's containers start before its sandbox and share its shim:
 	// when the only one exits at once (an init container running `true`),
 	// the shim shuts down just as the sandbox joins it, and the new task
