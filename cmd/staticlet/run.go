@@ -208,9 +208,10 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	defer rt.Close()
-	// Namespaces pinned for a sandbox that a killed staticlet never created.
+	// What a staticlet killed in the middle of a call left: its leases,
+	// namespaces pinned for a sandbox it never created.
 	if err := rt.Sweep(ctx); err != nil {
-		logger.Warn("removing stale sandbox namespaces", "err", err)
+		logger.Warn("sweeping what an earlier staticlet left", "err", err)
 	}
 
 	if cfg.imageImportDir == "" {

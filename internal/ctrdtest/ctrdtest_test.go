@@ -14,6 +14,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 )
 
 // TestRunContainer proves the harness and the test image on this machine: a
@@ -168,17 +170,17 @@ func testStopLeavesNothing(t *testing.T, killDaemon bool) {
 	if err := waitGone(initPID, 5*time.Second); err != nil {
 		t.Errorf("container init: %v", err)
 	}
-	procs, err := listProcs()
+	procs, err := procfs.List()
 	if err != nil {
 		t.Fatal(err)
 	}
 	self := os.Getpid()
 	for _, p := range procs {
-		if strings.Contains(strings.Join(p.args, " "), dir) {
-			t.Errorf("process %d %q outlived Stop", p.pid, p.args)
+		if strings.Contains(strings.Join(p.Args, " "), dir) {
+			t.Errorf("process %d %q outlived Stop", p.PID, p.Args)
 		}
-		if p.ppid == self && p.state == 'Z' {
-			t.Errorf("zombie child %d (%s) left unreaped", p.pid, p.comm)
+		if p.PPID == self && p.State == 'Z' {
+			t.Errorf("zombie child %d (%s) left unreaped", p.PID, p.Comm)
 		}
 	}
 	points, err := mountPointsUnder(dir)
@@ -205,19 +207,19 @@ func testStopLeavesNothing(t *testing.T, killDaemon bool) {
 // distribution's.
 func checkShimFrom(t *testing.T, address, dir string) {
 	t.Helper()
-	procs, err := listProcs()
+	procs, err := procfs.List()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := filepath.Join(dir, shimName)
 	found := false
 	for _, p := range procs {
-		if !isShimFor(p.args, address) {
+		if !isShimFor(p.Args, address) {
 			continue
 		}
 		found = true
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid)); err != nil || exe != want {
-			t.Errorf("shim %d runs %q (%v), want %q", p.pid, exe, err, want)
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.PID)); err != nil || exe != want {
+			t.Errorf("shim %d runs %q (%v), want %q", p.PID, exe, err, want)
 		}
 	}
 	if !found {
@@ -228,42 +230,6 @@ func checkShimFrom(t *testing.T, address, dir string) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-func TestParseStat(t *testing.T) {
-	tests := []struct {
-		in   string
-		want proc
-	}{
-		{"12 (sh) S 1 12 12 0", proc{pid: 12, ppid: 1, state: 'S', comm: "sh"}},
-		{"13 (a (b) c) Z 7 13", proc{pid: 13, ppid: 7, state: 'Z', comm: "a (b) c"}},
-	}
-	for _, tt := range tests {
-		got, err := parseStat(tt.in)
-		if err != nil || got.pid != tt.want.pid || got.ppid != tt.want.ppid || got.state != tt.want.state || got.comm != tt.want.comm {
-			t.Errorf("parseStat(%q) = %+v, %v, want %+v", tt.in, got, err, tt.want)
-		}
-	}
-	for _, bad := range []string{"", "12 sh S 1", "12 (sh) S"} {
-		if _, err := parseStat(bad); err == nil {
-			t.Errorf("parseStat(%q) succeeded, want error", bad)
-		}
-	}
-}
-
-func TestArgValue(t *testing.T) {
-	args := []string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "ns", "-id", "x", "--address=/a/c.sock"}
-	tests := []struct{ name, want string }{
-		{"namespace", "ns"},
-		{"id", "x"},
-		{"address", "/a/c.sock"},
-		{"publish-binary", ""},
-	}
-	for _, tt := range tests {
-		if got := argValue(args, tt.name); got != tt.want {
-			t.Errorf("argValue(%q, %q) = %q, want %q", args, tt.name, got, tt.want)
-		}
-	}
 }
 
 func TestUnescapeMountPath(t *testing.T) {

@@ -21,6 +21,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
+
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 )
 
 // Stop tears the daemon down and removes Dir, in this order:
@@ -46,8 +48,8 @@ func (e *Env) Stop(ctx context.Context) error {
 	errs = append(errs, deleteRuncLeftovers(ctx, e.Dir))
 	killed, err := killShims(e.Address)
 	errs = append(errs, err)
-	errs = append(errs, reapZombies(func(p proc) bool {
-		return strings.HasPrefix(p.comm, "containerd-shim") || slices.Contains(killed, p.pid)
+	errs = append(errs, reapZombies(func(p procfs.Proc) bool {
+		return strings.HasPrefix(p.Comm, "containerd-shim") || slices.Contains(killed, p.PID)
 	}))
 	errs = append(errs, UnmountUnder(e.Dir))
 	if err := os.RemoveAll(e.Dir); err != nil {
@@ -231,7 +233,7 @@ func deleteRuncLeftovers(ctx context.Context, dir string) error {
 // removes the sockets the killed shims leave in /run/containerd/s. It returns
 // the PIDs it killed.
 func killShims(address string) ([]int, error) {
-	procs, err := listProcs()
+	procs, err := procfs.List()
 	if err != nil {
 		return nil, err
 	}
@@ -240,35 +242,35 @@ func killShims(address string) ([]int, error) {
 		errs   []error
 	)
 	for _, shim := range procs {
-		if !isShimFor(shim.args, address) {
+		if !isShimFor(shim.Args, address) {
 			continue
 		}
 		// Stopped, the shim forks no more: the children listed next are
 		// all it has, a child it is forking (still named like the shim
 		// until it execs) included.
-		if err := syscall.Kill(shim.pid, syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
-			errs = append(errs, fmt.Errorf("stopping leftover shim %d: %w", shim.pid, err))
+		if err := syscall.Kill(shim.PID, syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("stopping leftover shim %d: %w", shim.PID, err))
 		}
-		now, err := listProcs()
+		now, err := procfs.List()
 		if err != nil {
 			errs = append(errs, err)
 			now = procs
 		}
 		var pids []int
 		for _, p := range now {
-			if p.ppid == shim.pid {
-				pids = append(pids, p.pid)
+			if p.PPID == shim.PID {
+				pids = append(pids, p.PID)
 			}
 		}
-		pids = append(pids, shim.pid)
+		pids = append(pids, shim.PID)
 		for _, pid := range pids {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("killing leftover process %d of shim %d: %w", pid, shim.pid, err))
+				errs = append(errs, fmt.Errorf("killing leftover process %d of shim %d: %w", pid, shim.PID, err))
 				continue
 			}
 			killed = append(killed, pid)
 		}
-		removeShimSocket(address, shim.args)
+		removeShimSocket(address, shim.Args)
 	}
 	// Once each is a zombie or gone, the shims' unreaped children have been
 	// reparented, to this process if it is their subreaper, and the caller
@@ -284,97 +286,23 @@ func killShims(address string) ([]int, error) {
 // Env in this process and processes killShims killed, which it inherited as
 // child subreaper. Only zombies are waited for, and this process starts none
 // of them itself, so this cannot steal an exit status an exec.Cmd waits for.
-func reapZombies(match func(proc) bool) error {
-	procs, err := listProcs()
+func reapZombies(match func(procfs.Proc) bool) error {
+	procs, err := procfs.List()
 	if err != nil {
 		return err
 	}
 	self := os.Getpid()
 	var errs []error
 	for _, p := range procs {
-		if p.ppid != self || p.state != 'Z' || !match(p) {
+		if p.PPID != self || p.State != 'Z' || !match(p) {
 			continue
 		}
 		var ws unix.WaitStatus
-		if _, err := unix.Wait4(p.pid, &ws, unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
-			errs = append(errs, fmt.Errorf("reaping process %d (%s): %w", p.pid, p.comm, err))
+		if _, err := unix.Wait4(p.PID, &ws, unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
+			errs = append(errs, fmt.Errorf("reaping process %d (%s): %w", p.PID, p.Comm, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-type proc struct {
-	pid, ppid int
-	state     byte   // as in /proc/<pid>/stat: R, S, Z, ...
-	comm      string // command name, at most 15 bytes
-	args      []string
-}
-
-// listProcs reads the PID, parent PID and arguments of every process.
-// Processes that exit while being read are left out.
-func listProcs() ([]proc, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, fmt.Errorf("listing processes: %w", err)
-	}
-	var procs []proc
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		p, err := readProc(pid)
-		if err != nil {
-			continue
-		}
-		procs = append(procs, p)
-	}
-	return procs, nil
-}
-
-// readProc reads a process's /proc/<pid>/stat and cmdline. A zombie has no
-// arguments.
-func readProc(pid int) (proc, error) {
-	dir := filepath.Join("/proc", strconv.Itoa(pid))
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
-	if err != nil {
-		return proc{}, err
-	}
-	p, err := parseStat(string(stat))
-	if err != nil {
-		return proc{}, fmt.Errorf("parsing %s/stat: %w", dir, err)
-	}
-	cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-	if err != nil {
-		return proc{}, err
-	}
-	if len(cmdline) > 0 {
-		p.args = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	}
-	return p, nil
-}
-
-// parseStat parses the PID, command name, state and parent PID from the
-// start of a /proc/<pid>/stat line: "pid (comm) state ppid ...". The command
-// name may itself contain spaces and parentheses, hence the last ')'.
-func parseStat(stat string) (proc, error) {
-	open, closing := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
-	if open < 0 || closing < open {
-		return proc{}, fmt.Errorf("malformed stat %q", stat)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(stat[:open]))
-	if err != nil {
-		return proc{}, fmt.Errorf("malformed stat %q: %w", stat, err)
-	}
-	rest := strings.Fields(stat[closing+1:])
-	if len(rest) < 2 || len(rest[0]) != 1 {
-		return proc{}, fmt.Errorf("malformed stat %q", stat)
-	}
-	ppid, err := strconv.Atoi(rest[1])
-	if err != nil {
-		return proc{}, fmt.Errorf("malformed stat %q: %w", stat, err)
-	}
-	return proc{pid: pid, ppid: ppid, state: rest[0][0], comm: stat[open+1 : closing]}, nil
 }
 
 // isShimFor reports whether args are those of a containerd shim serving the
@@ -383,30 +311,14 @@ func isShimFor(args []string, address string) bool {
 	if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
 		return false
 	}
-	return argValue(args, "address") == address
-}
-
-// argValue returns the value of flag name ("-name v", "--name v" or
-// "-name=v") in args, or "".
-func argValue(args []string, name string) string {
-	for i, a := range args {
-		for _, prefix := range []string{"-" + name, "--" + name} {
-			if a == prefix && i+1 < len(args) {
-				return args[i+1]
-			}
-			if v, ok := strings.CutPrefix(a, prefix+"="); ok {
-				return v
-			}
-		}
-	}
-	return ""
+	return procfs.ArgValue(args, "address") == address
 }
 
 // removeShimSocket removes the socket a killed shim leaves behind. containerd
 // 1.6 to 2.x name it /run/containerd/s/<sha256 of address/namespace/id>; if
 // that ever changes, this removes nothing, which is harmless.
 func removeShimSocket(address string, args []string) {
-	ns, id := argValue(args, "namespace"), argValue(args, "id")
+	ns, id := procfs.ArgValue(args, "namespace"), procfs.ArgValue(args, "id")
 	if ns == "" || id == "" {
 		return
 	}
@@ -418,8 +330,8 @@ func removeShimSocket(address string, args []string) {
 func waitGone(pid int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		p, err := readProc(pid)
-		if err != nil || p.state == 'Z' {
+		p, err := procfs.Read(pid)
+		if err != nil || p.State == 'Z' {
 			return nil
 		}
 		if time.Now().After(deadline) {

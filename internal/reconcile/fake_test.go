@@ -114,6 +114,7 @@ type fakeRuntime struct {
 	missing  map[string]bool
 	pullErr  map[string]error
 	pullGate chan struct{}
+	sweeps   int // SweepOrphans calls
 }
 
 // fakeHook is how one lifecycle hook behaves in the fake runtime.
@@ -381,6 +382,15 @@ func (f *fakeRuntime) RemovePodFiles(ctx context.Context, namespace, name, uid s
 }
 
 // exitLocked makes r's process exit with code and reports it.
+// SweepOrphans finds nothing: the fake runtime has no processes or files
+// that records do not lead to. It counts its calls.
+func (f *fakeRuntime) SweepOrphans(ctx context.Context, keep func(uid string) bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sweeps++
+	return nil
+}
+
 func (f *fakeRuntime) exitLocked(r *pod.Record, code int32) {
 	r.State = pod.TaskExited
 	r.ExitCode = code

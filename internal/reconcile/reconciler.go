@@ -52,6 +52,11 @@ type Runtime interface {
 	RunHook(ctx context.Context, id string, req pod.ContainerRequest, h *v1.LifecycleHandler) error
 	RemoveContainer(ctx context.Context, id string) error
 	RemovePodFiles(ctx context.Context, namespace, name, uid string) error
+	// SweepOrphans stops and removes what staticlet made that no
+	// container leads to any more: shims that serve no task, and the
+	// files of pods that have no container and that keep does not want.
+	// It runs beside the workers, now and then.
+	SweepOrphans(ctx context.Context, keep func(uid string) bool) error
 }
 
 // Reporter receives the observed state the reconciler computes.
@@ -163,11 +168,35 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		}()
 		w.poke()
 	}
+	// wantUIDs are the UIDs of the desired pods, for sweeps running
+	// beside the loop; set before any worker can make files for them.
+	var wantUIDs atomic.Pointer[map[string]bool]
+	wantUIDs.Store(&map[string]bool{})
+	sweeping := make(chan struct{}, 1) // holds a token while a sweep runs
+	sweep := func() {
+		select {
+		case sweeping <- struct{}{}:
+		default:
+			return // the last one is still at it
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sweeping }()
+			keep := func(uid string) bool { return (*wantUIDs.Load())[uid] }
+			if err := r.cfg.Runtime.SweepOrphans(ctx, keep); err != nil && ctx.Err() == nil {
+				r.cfg.Logger.Warn("sweeping what no container leads to", "err", err)
+			}
+		}()
+	}
 	apply := func(set []*pod.Pod) {
 		want := make(map[pod.Key]*pod.Pod, len(set))
+		uids := make(map[string]bool, len(set))
 		for _, p := range set {
 			want[p.Key()] = p
+			uids[string(p.UID)] = true
 		}
+		wantUIDs.Store(&uids)
 		for key, p := range want {
 			if w, ok := workers[key]; !ok || !w.set(p) {
 				start(key, p)
@@ -194,6 +223,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 	}
 	apply(first)
 	r.cfg.Reporter.SetReady()
+	sweep()
 
 	resync := time.NewTicker(r.cfg.Resync)
 	defer resync.Stop()
@@ -243,6 +273,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 			for _, w := range workers {
 				w.poke()
 			}
+			sweep()
 		case <-beat.C:
 		}
 	}

@@ -64,10 +64,18 @@ func (r *Runtime) removeSandboxHostState(id string) error {
 	return nil
 }
 
-// Sweep removes the pinned namespaces and the network (addresses, veth,
-// hostPort rules) of sandboxes that no longer exist, left when staticlet
-// was killed while creating or removing one.
+// Sweep removes what a staticlet killed in the middle of a call left, at
+// start, before anything is made: the leases it held (SweepLeases), and
+// the pinned namespaces and network (addresses, veth, hostPort rules) of
+// sandboxes that no longer exist, as it was creating or removing one.
 func (r *Runtime) Sweep(ctx context.Context) error {
+	n, err := r.SweepLeases(ctx)
+	if n > 0 {
+		r.cfg.Logger.Info("deleted the leases of an earlier staticlet", "leases", n)
+	}
+	if err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "sandboxes"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("listing sandbox namespaces: %w", err)

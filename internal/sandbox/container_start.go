@@ -93,7 +93,14 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	logPath := filepath.Join(logDir, strconv.Itoa(req.Attempt)+".log")
 	terminationLabels(labels, c, termFile, logPath)
 
-	cctx, cancel := r.call(ctx)
+	// The lease holds the snapshot until the container refers to it.
+	lctx, release, err := r.withLease(ctx, "container")
+	if err != nil {
+		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerError",
+			Err: fmt.Errorf("creating container %q of pod %s: %w", c.Name, p, err)}
+	}
+	defer release()
+	cctx, cancel := r.call(lctx)
 	defer cancel()
 	ctr, err := r.client.NewContainer(cctx, id,
 		client.WithImage(img.image),

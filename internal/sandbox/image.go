@@ -135,7 +135,13 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 		return nil, fmt.Errorf("checking image %s is unpacked: %w", ref, err)
 	}
 	if !unpacked {
-		if err := img.Unpack(ctx, r.cfg.Snapshotter); err != nil {
+		uctx, release, err := r.withLease(ctx, "unpack")
+		if err != nil {
+			return nil, fmt.Errorf("unpacking image %s: %w", ref, err)
+		}
+		err = img.Unpack(uctx, r.cfg.Snapshotter)
+		release()
+		if err != nil {
 			return nil, fmt.Errorf("unpacking image %s: %w", ref, err)
 		}
 	}
@@ -226,6 +232,11 @@ func (r *Runtime) pull(ctx context.Context, name string) (client.Image, error) {
 		if err != nil {
 			return nil, err
 		}
+		ctx, release, err := r.withLease(ctx, "pull")
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		return r.client.Pull(ctx, name, client.WithResolver(resolver), client.WithPullUnpack,
 			client.WithPullSnapshotter(r.cfg.Snapshotter), client.WithPullLabel(LabelImageSource, ImageSourcePull))
 	})

@@ -58,6 +58,11 @@ func (r *Runtime) ImportArchive(ctx context.Context, rd io.Reader, source string
 	defer stream.Close()
 	ctx, cancel := context.WithTimeout(r.nsContext(ctx), importTimeout)
 	defer cancel()
+	ctx, release, err := r.withLease(ctx, "import")
+	if err != nil {
+		return nil, fmt.Errorf("importing %s: %w", source, err)
+	}
+	defer release()
 	labels := map[string]string{LabelImageSource: SourceImportPrefix + source}
 	imgs, err := r.client.Import(ctx, stream,
 		client.WithImageRefTranslator(ociRefName),

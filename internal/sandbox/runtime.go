@@ -161,6 +161,8 @@ type Runtime struct {
 	messages messageCache
 	// network is the pod network; nil without one.
 	network *podNetwork
+	// shims remembers the shims SweepShims found serving no task.
+	shims shimSweeper
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.

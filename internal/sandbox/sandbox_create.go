@@ -88,7 +88,12 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		labels[LabelPodIPs] = joinIPs(ips)
 	}
 
-	cctx, cancel := r.call(ctx)
+	lctx, release, err := r.withLease(ctx, "sandbox")
+	if err != nil {
+		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
+	}
+	defer release()
+	cctx, cancel := r.call(lctx)
 	defer cancel()
 	if _, err := r.client.NewContainer(cctx, id,
 		client.WithRuntime(runcRuntime, r.runtimeOptions()),

@@ -1,0 +1,497 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/testimage"
+)
+
+// faultKills is how many times TestFaultInjection kills staticlet; every
+// faultCrashEvery-th kill point kills containerd instead (with staticlet
+// running), and the staticlet kill follows.
+const (
+	faultKills      = 32
+	faultCrashEvery = 8
+)
+
+// faultSeedEnv, when set, is the seed TestFaultInjection draws its faults
+// from: the one a failure printed replays the same sequence of edits and
+// kill points (not the same timings of the processes between them).
+const faultSeedEnv = "STATICLET_FAULT_SEED"
+
+// TestFaultInjection kills staticlet with SIGKILL at random points while
+// pods are created, edited (containers restarted, pods replaced) and
+// removed, and kills containerd now and then under running pods. Then it
+// checks that staticlet brings every pod to its manifest's state, that no
+// container ever ran twice at once and no restartPolicy Never container
+// ran twice, and, once every manifest is removed, that nothing of the pods
+// is left: containerd's containers, tasks, leases and active snapshots,
+// shims and pause processes, mounts, veths, addresses, cgroups, and the
+// files under --root-dir and --pod-logs-dir.
+func TestFaultInjection(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(faultSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", faultSeedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("fault injection seed %d (%s=%d replays it)", seed, faultSeedEnv, seed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("FAILED with fault injection seed %d: rerun with %s=%d", seed, faultSeedEnv, seed)
+		}
+	})
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+
+	e := newEnv(t)
+	f := &faultWorld{e: e, rng: rng, gens: map[string]*faultGen{}, state: filepath.Join(e.dir, "state")}
+	if err := os.MkdirAll(f.state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	watch := startDupWatch(t)
+
+	kills, crashes := 0, 0
+	for kills < faultKills {
+		d := e.start()
+		for range 1 + rng.IntN(3) {
+			f.edit()
+		}
+		// The kill point: anywhere from at once to well after the
+		// edits have been acted on.
+		wait := time.Duration(rng.IntN(1500)) * time.Millisecond
+		crash := (kills+1)%faultCrashEvery == 0
+		time.Sleep(wait) // the fault's moment, drawn from the seed; not a wait for a condition
+		if crash {
+			if err := e.ctrd.Crash(t.Context()); err != nil {
+				t.Fatalf("kill %d: %v", kills+1, err)
+			}
+			crashes++
+		}
+		d.kill()
+		kills++
+	}
+	t.Logf("%d kills of staticlet, %d of containerd, %d edits", kills, crashes, f.edits)
+
+	// Recovery: each pod as its manifest says.
+	d := e.start()
+	for name, g := range f.gens {
+		if !g.present {
+			continue
+		}
+		full := name + "-" + testNode
+		d.waitPod(full, 90*time.Second, full+" as its manifest says", func(p *v1.Pod) bool { return f.converged(p, g) })
+	}
+	f.checkRunOnce(t)
+	if dups := watch.stop(); len(dups) > 0 {
+		t.Errorf("containers that ran twice at once: %s", strings.Join(dups, "; "))
+	}
+
+	// Removal: nothing of the pods is left.
+	for name, g := range f.gens {
+		if g.present {
+			e.remove(name + ".yaml")
+			g.present = false
+		}
+	}
+	waitFor(t, 90*time.Second, "every pod gone", func() (bool, string) {
+		pods, err := d.client().Pods(t.Context())
+		if err != nil {
+			return false, err.Error()
+		}
+		cs := e.containers(t.Context())
+		return len(pods.Items) == 0 && len(cs) == 0, fmt.Sprintf("%d pods, containers %v", len(pods.Items), ids(cs))
+	})
+	waitFor(t, 60*time.Second, "nothing of the pods left", func() (bool, string) {
+		left := f.leftovers(t)
+		return len(left) == 0, strings.Join(left, "; ")
+	})
+	d.stop()
+}
+
+// faultGen is where one manifest stands: whether it is in the directory,
+// its pod-level generation (a label: the pod is replaced when it changes)
+// and its container-level one (an env var: the app is restarted).
+type faultGen struct {
+	present   bool
+	pod, ctr  int
+	hostNet   bool
+	withInit  bool
+	runsOnce  bool // a restartPolicy Never pod whose only container exits 0
+	twoApps   bool
+	generated int
+}
+
+// faultWorld is the manifests TestFaultInjection edits.
+type faultWorld struct {
+	e     *env
+	rng   *rand.Rand
+	gens  map[string]*faultGen
+	state string // a hostPath every container writes its marks into
+	edits int
+}
+
+// faultPods are the manifests, each a shape a fault may catch half made:
+// the pod network with a Memory emptyDir (a tmpfs mount), the host's
+// network, an init container, a pod that runs once, two containers.
+var faultPods = map[string]faultGen{
+	"net":   {},
+	"host":  {hostNet: true},
+	"init":  {withInit: true},
+	"once":  {runsOnce: true, hostNet: true},
+	"multi": {twoApps: true},
+}
+
+// edit makes one random change to the manifest directory.
+func (f *faultWorld) edit() {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range faultPods {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	name := names[f.rng.IntN(len(names))]
+	g, ok := f.gens[name]
+	if !ok {
+		shape := faultPods[name]
+		g = &shape
+		f.gens[name] = g
+	}
+	f.edits++
+	switch r := f.rng.IntN(10); {
+	case !g.present:
+		// A new generation: the same manifest again would be the same
+		// pod, UID and all, and its run-once container would rightly
+		// run again.
+		g.present = true
+		g.pod++
+	case r < 4:
+		g.ctr++
+	case r < 7:
+		g.pod++
+	default:
+		f.e.remove(name + ".yaml")
+		g.present = false
+		return
+	}
+	f.e.write(name+".yaml", f.manifest(name, g))
+}
+
+// manifest is the pod of manifest name at generation g. Each long-running
+// container's shell is named dupcheck-<pod>-<container> ($0), for the
+// duplicate watch; the run-once container appends a line per run to a
+// file named after its pod's UID.
+func (f *faultWorld) manifest(name string, g *faultGen) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  labels:
+    generation: "%d"
+spec:
+  hostNetwork: %v
+  terminationGracePeriodSeconds: 5
+`, name, g.pod, g.hostNet)
+	if g.runsOnce {
+		b.WriteString("  restartPolicy: Never\n")
+	}
+	if g.withInit {
+		fmt.Fprintf(&b, `  initContainers:
+  - name: setup
+    image: %s
+    command: ["sh", "-c", "echo ready > /scratch/ready"]
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+`, testimage.DefaultRef)
+	}
+	b.WriteString("  containers:\n")
+	apps := []string{"app"}
+	if g.twoApps {
+		apps = append(apps, "side")
+	}
+	for _, c := range apps {
+		script := `touch /state/uid-$POD_UID; trap "exit 0" TERM; sleep 3600 & wait`
+		if g.runsOnce {
+			script = `touch /state/uid-$POD_UID; echo ran $(tail -1 /proc/self/cgroup) >> /state/once-$POD_UID`
+		}
+		fmt.Fprintf(&b, `  - name: %s
+    image: %s
+    command: ["sh", "-c", %q, "dupcheck-%s-%s"]
+    env:
+    - {name: GENERATION, value: "%d"}
+    - name: POD_UID
+      valueFrom: {fieldRef: {fieldPath: metadata.uid}}
+    volumeMounts:
+    - {name: state, mountPath: /state}
+    - {name: scratch, mountPath: /scratch}
+`, c, testimage.DefaultRef, script, name, c, g.ctr)
+	}
+	fmt.Fprintf(&b, `  volumes:
+  - name: state
+    hostPath: {path: %s, type: Directory}
+  - name: scratch
+    emptyDir: {medium: Memory}
+`, f.state)
+	return b.String()
+}
+
+// converged tells whether p is as generation g of its manifest says.
+func (f *faultWorld) converged(p *v1.Pod, g *faultGen) bool {
+	if p.Labels["generation"] != strconv.Itoa(g.pod) {
+		return false
+	}
+	if g.runsOnce {
+		return p.Status.Phase == v1.PodSucceeded
+	}
+	return running(p) && podReady(p)
+}
+
+// checkRunOnce checks that no restartPolicy Never container ran twice in
+// one pod: each of its pods' files has one line.
+func (f *faultWorld) checkRunOnce(t *testing.T) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(f.state, "once-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "\n"); n != 1 {
+			t.Errorf("restartPolicy Never container of pod UID %s ran %d times:\n%s", strings.TrimPrefix(filepath.Base(file), "once-"), n, b)
+		}
+	}
+}
+
+// dupWatch samples the process table for two live processes with the same
+// dupcheck-<pod>-<container> name, neither the other's child: two copies of
+// one container running at once. A pair counts when two samples in a row
+// see it, which leaves out a shell's child between its fork and its exec
+// (it bears the shell's name for that moment). Sampling can miss an
+// overlap shorter than its period; a container started twice, which is
+// what it is for, outlives many periods.
+type dupWatch struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	dups map[string]bool
+	last map[string]bool // the pairs the previous sample saw
+}
+
+func startDupWatch(t *testing.T) *dupWatch {
+	w := &dupWatch{done: make(chan struct{}), dups: map[string]bool{}, last: map[string]bool{}}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			w.sample()
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { w.stop() })
+	return w
+}
+
+func (w *dupWatch) sample() {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	type proc struct{ pid, ppid int }
+	seen := map[string][]proc{}
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		args := cmdline(pid)
+		// The shell runs its script as `sh -c SCRIPT NAME`; its children
+		// (sleep) do not carry the name once they exec.
+		if len(args) < 4 || args[1] != "-c" || !strings.HasPrefix(args[3], "dupcheck-") || !processRunning(pid) {
+			continue
+		}
+		seen[args[3]] = append(seen[args[3]], proc{pid, parentOf(pid)})
+	}
+	now := map[string]bool{}
+	for name, ps := range seen {
+		for i := range ps {
+			for j := i + 1; j < len(ps); j++ {
+				a, b := ps[i], ps[j]
+				if a.ppid == b.pid || b.ppid == a.pid {
+					continue
+				}
+				now[fmt.Sprintf("%s (pids %d and %d)", strings.TrimPrefix(name, "dupcheck-"), a.pid, b.pid)] = true
+			}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for pair := range now {
+		if w.last[pair] {
+			w.dups[pair] = true
+		}
+	}
+	w.last = now
+}
+
+// parentOf returns the parent of process pid, or 0.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+// stop ends the watch and returns what it saw; it may be called again.
+func (w *dupWatch) stop() []string {
+	select {
+	case <-w.done:
+	default:
+		close(w.done)
+	}
+	w.wg.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(func(yield func(string) bool) {
+		for d := range w.dups {
+			if !yield(d) {
+				return
+			}
+		}
+	})
+}
+
+// leftovers lists what staticlet left of its pods once every manifest is
+// removed and it reports no pod.
+func (f *faultWorld) leftovers(t *testing.T) []string {
+	t.Helper()
+	e := f.e
+	ctx := namespaces.WithNamespace(t.Context(), testNS)
+	var left []string
+	addf := func(format string, args ...any) { left = append(left, fmt.Sprintf(format, args...)) }
+
+	if cs, err := e.client.Containers(ctx); err != nil {
+		addf("listing containers: %v", err)
+	} else if len(cs) > 0 {
+		addf("containers %v", ids(cs))
+	}
+	if tasks, err := e.client.TaskService().List(ctx, nil); err != nil {
+		addf("listing tasks: %v", err)
+	} else if len(tasks.Tasks) > 0 {
+		addf("%d tasks", len(tasks.Tasks))
+	}
+	if ls, err := e.client.LeasesService().List(ctx); err != nil {
+		addf("listing leases: %v", err)
+	} else {
+		for _, l := range ls {
+			addf("lease %s (labels %v)", l.ID, l.Labels)
+		}
+	}
+	sn := e.client.SnapshotService(e.ctrd.Snapshotter)
+	if err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		if info.Kind == snapshots.KindActive {
+			addf("active snapshot %s", info.Name)
+		}
+		return nil
+	}); err != nil {
+		addf("listing snapshots: %v", err)
+	}
+	// Shims serve their tasks' namespace; pause processes rename
+	// themselves; container processes carry the dupcheck name.
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || !processRunning(pid) {
+			continue
+		}
+		args := cmdline(pid)
+		line := strings.Join(args, " ")
+		switch {
+		case len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && strings.Contains(line, e.ctrd.Address):
+			addf("shim %d: %s", pid, line)
+		case strings.Contains(line, "dupcheck-"):
+			addf("container process %d: %s", pid, line)
+		case strings.Contains(line, filepath.Join(e.root, "pause")):
+			addf("log driver %d: %s", pid, line)
+		default:
+			if root, _ := os.Readlink(fmt.Sprintf("/proc/%d/root", pid)); root == filepath.Join(e.root, "pause", "rootfs") {
+				addf("pause %d: %s", pid, line)
+			}
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) > 4 && (strings.HasPrefix(fields[4], e.dir+"/") || strings.HasPrefix(fields[4], e.ctrd.Dir+"/")) {
+			addf("mount %s", fields[4])
+		}
+	}
+	if v := e.net.veths(t); len(v) > 0 {
+		addf("veths %v", v)
+	}
+	if files, _ := filepath.Glob(filepath.Join(e.root, "network", "ipam", "*", "*")); len(files) > 0 {
+		for _, file := range files {
+			if filepath.Base(file) != "last" {
+				addf("address %s", filepath.Base(file))
+			}
+		}
+	}
+	for _, sub := range []string{"pods", "sandboxes"} {
+		ents, _ := os.ReadDir(filepath.Join(e.root, sub))
+		for _, ent := range ents {
+			addf("%s/%s under --root-dir", sub, ent.Name())
+		}
+	}
+	if ents, _ := os.ReadDir(e.logs); len(ents) > 0 {
+		for _, ent := range ents {
+			addf("log directory %s", ent.Name())
+		}
+	}
+	uids, _ := filepath.Glob(filepath.Join(f.state, "uid-*"))
+	for _, u := range uids {
+		uid := strings.TrimPrefix(filepath.Base(u), "uid-")
+		for _, pattern := range []string{"/sys/fs/cgroup/staticlet", "/sys/fs/cgroup/*/staticlet"} {
+			dirs, _ := filepath.Glob(pattern + "/pod" + uid)
+			more, _ := filepath.Glob(pattern + "/*/pod" + uid)
+			for _, d := range append(dirs, more...) {
+				addf("cgroup %s", d)
+			}
+		}
+	}
+	return left
+}
