@@ -671,6 +671,31 @@ func TestRunStartsHalfMadeSandbox(t *testing.T) {
 	})
 }
 
+// TestRunHalfMadeSandboxOfFinishedPod: the sandbox of a pod whose
+// containers are done was never started (its start failed, or staticlet
+// died first): it stays so, rather than run a pause no one stops.
+func TestRunHalfMadeSandboxOfFinishedPod(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{policy: v1.RestartPolicyNever})
+		recs := runningRecs(p, "old", 0)
+		recs[0].State = pod.TaskCreated
+		recs[1].State, recs[1].FinishedAt = pod.TaskExited, time.Now()
+		h := newHarness(t, Config{})
+		h.rt.seed(recs...)
+		h.set(p)
+		h.sleep(time.Minute)
+		if got := h.ops(0, "create", "start"); len(got) != 0 {
+			t.Errorf("calls = %v, want no sandbox or container started", got)
+		}
+		if got := h.rt.newest(t, p.Key(), "").State; got != pod.TaskCreated {
+			t.Errorf("sandbox state = %s, want created (never started)", got)
+		}
+		if st := h.status(p); st.Status.Phase != v1.PodSucceeded {
+			t.Errorf("phase = %s, want Succeeded", st.Status.Phase)
+		}
+	})
+}
+
 // TestRunNeverPodSandboxDies: a restartPolicy Never pod whose sandbox dies
 // after its containers ran gets no new sandbox, in which they would run a
 // second time; what still runs is stopped, and the pod ends.

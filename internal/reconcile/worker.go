@@ -286,11 +286,14 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 	sb, ok := v.current(p)
 	startLater := false // the sandbox was created, and is started after its containers
 	switch {
+	case ok && sb.State == pod.TaskCreated && w.terminal(p, v, sb.ID):
+		// Made and never started, and its containers are done: nothing
+		// needs it.
 	case ok && sb.State == pod.TaskCreated:
 		// Made and never started: staticlet stopped between creating the
-		// sandbox and starting it. Its namespaces are pinned, and its
-		// containers may run in them already: start it, as if this pass
-		// had created it.
+		// sandbox and starting it, or the start failed. Its namespaces
+		// are pinned, and its containers may run in them already: start
+		// it, as if this pass had created it.
 		if sharesPID(p) {
 			if sb, err = w.startSandbox(ctx, sb); err != nil {
 				return 0, err
