@@ -89,6 +89,7 @@ func validate(p *v1.Pod, nodeName string) []problem {
 	v.addErrs(metavalidation.ValidateLabels(p.Labels, meta.Child("labels"))...)
 	v.addErrs(apivalidation.ValidateAnnotations(p.Annotations, meta.Child("annotations"))...)
 	v.spec(&p.Spec, field.NewPath("spec"))
+	v.securityAnnotations(p, meta.Child("annotations"))
 	return v.problems
 }
 
@@ -142,6 +143,8 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	if len(s.ResourceClaims) > 0 {
 		v.add(p.Child("resourceClaims"), "resource claims need an apiserver; %s", noAPIServer)
 	}
+	v.podSecurity(s, p)
+	v.podOS(s, p)
 }
 
 func (v *validator) dns(s *v1.PodSpec, p *field.Path) {
@@ -373,6 +376,7 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 	v.env(c, p, cc.spec)
 	v.mounts(c, p, cc.volumes)
 	v.resources(&c.Resources, p.Child("resources"))
+	v.containerSecurity(c.SecurityContext, p.Child("securityContext"), cc.spec)
 }
 
 func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
