@@ -55,6 +55,13 @@ func (v *validator) check(p *field.Path, value any, msgs []string) {
 	}
 }
 
+// enum records NotSupported at p unless value is one of allowed.
+func enum[T ~string](v *validator, p *field.Path, value T, allowed ...T) {
+	if !slices.Contains(allowed, value) {
+		v.addErrs(field.NotSupported(p, value, allowed))
+	}
+}
+
 // noAPIServer is the tail of every message about what needs an apiserver.
 const noAPIServer = "staticlet runs without one"
 
@@ -124,12 +131,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	if len(s.EphemeralContainers) > 0 {
 		v.add(p.Child("ephemeralContainers"), "ephemeral containers are not supported for static pods")
 	}
-	switch s.RestartPolicy {
-	case v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
-	default:
-		v.addErrs(field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy,
-			[]v1.RestartPolicy{v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever}))
-	}
+	enum(v, p.Child("restartPolicy"), s.RestartPolicy, v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever)
 	v.dns(s, p)
 	if s.Hostname != "" {
 		v.check(p.Child("hostname"), s.Hostname, validation.IsDNS1123Label(s.Hostname))
@@ -152,10 +154,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 }
 
 func (v *validator) dns(s *v1.PodSpec, p *field.Path) {
-	policies := []v1.DNSPolicy{v1.DNSClusterFirstWithHostNet, v1.DNSClusterFirst, v1.DNSDefault, v1.DNSNone}
-	if !slices.Contains(policies, s.DNSPolicy) {
-		v.addErrs(field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy, policies))
-	}
+	enum(v, p.Child("dnsPolicy"), s.DNSPolicy, v1.DNSClusterFirstWithHostNet, v1.DNSClusterFirst, v1.DNSDefault, v1.DNSNone)
 	c := s.DNSConfig
 	if s.DNSPolicy == v1.DNSNone && (c == nil || len(c.Nameservers) == 0) {
 		v.addErrs(field.Required(p.Child("dnsConfig", "nameservers"), "at least one nameserver is required when dnsPolicy is None"))
@@ -365,14 +364,8 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 	case strings.TrimSpace(c.Image) != c.Image:
 		v.addErrs(field.Invalid(p.Child("image"), c.Image, "must not have leading or trailing whitespace"))
 	}
-	pullPolicies := []v1.PullPolicy{v1.PullAlways, v1.PullIfNotPresent, v1.PullNever}
-	if !slices.Contains(pullPolicies, c.ImagePullPolicy) {
-		v.addErrs(field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, pullPolicies))
-	}
-	msgPolicies := []v1.TerminationMessagePolicy{v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError}
-	if !slices.Contains(msgPolicies, c.TerminationMessagePolicy) {
-		v.addErrs(field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, msgPolicies))
-	}
+	enum(v, p.Child("imagePullPolicy"), c.ImagePullPolicy, v1.PullAlways, v1.PullIfNotPresent, v1.PullNever)
+	enum(v, p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError)
 
 	sidecar := cc.init && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 	switch {
@@ -437,10 +430,7 @@ func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
 		if cc.spec.HostNetwork && !cc.init && port.HostPort != port.ContainerPort {
 			v.addErrs(field.Invalid(pp.Child("hostPort"), port.HostPort, "must match containerPort when hostNetwork is true"))
 		}
-		protocols := []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
-		if !slices.Contains(protocols, port.Protocol) {
-			v.addErrs(field.NotSupported(pp.Child("protocol"), port.Protocol, protocols))
-		}
+		enum(v, pp.Child("protocol"), port.Protocol, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
 		if port.HostIP != "" {
 			if _, err := netip.ParseAddr(port.HostIP); err != nil {
 				v.addErrs(field.Invalid(pp.Child("hostIP"), port.HostIP, "must be an IP address"))
@@ -545,10 +535,8 @@ func (v *validator) mounts(c *v1.Container, p *field.Path, volumes volumeSet) {
 		v.relativePath(m.SubPath, mp.Child("subPath"), false)
 		v.relativePath(m.SubPathExpr, mp.Child("subPathExpr"), false)
 		if m.MountPropagation != nil {
-			modes := []v1.MountPropagationMode{v1.MountPropagationNone, v1.MountPropagationHostToContainer, v1.MountPropagationBidirectional}
-			if !slices.Contains(modes, *m.MountPropagation) {
-				v.addErrs(field.NotSupported(mp.Child("mountPropagation"), *m.MountPropagation, modes))
-			} else if *m.MountPropagation == v1.MountPropagationBidirectional &&
+			enum(v, mp.Child("mountPropagation"), *m.MountPropagation, v1.MountPropagationNone, v1.MountPropagationHostToContainer, v1.MountPropagationBidirectional)
+			if *m.MountPropagation == v1.MountPropagationBidirectional &&
 				(c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged) {
 				v.addErrs(field.Forbidden(mp.Child("mountPropagation"), "Bidirectional mount propagation is available only to privileged containers"))
 			}
@@ -645,10 +633,7 @@ func (v *validator) handler(p *field.Path, set map[string]bool, exec *v1.ExecAct
 	}
 	if get != nil {
 		v.port(get.Port, p.Child("httpGet", "port"))
-		schemes := []v1.URIScheme{v1.URISchemeHTTP, v1.URISchemeHTTPS}
-		if !slices.Contains(schemes, get.Scheme) {
-			v.addErrs(field.NotSupported(p.Child("httpGet", "scheme"), get.Scheme, schemes))
-		}
+		enum(v, p.Child("httpGet", "scheme"), get.Scheme, v1.URISchemeHTTP, v1.URISchemeHTTPS)
 		for i, h := range get.HTTPHeaders {
 			v.check(p.Child("httpGet", "httpHeaders").Index(i).Child("name"), h.Name, validation.IsHTTPHeaderName(h.Name))
 		}

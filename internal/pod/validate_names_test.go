@@ -1,6 +1,9 @@
 package pod
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestValidateNames checks the syntax the apiserver requires of names,
 // paths and addresses.
@@ -103,6 +106,35 @@ func TestValidateNames(t *testing.T) {
 			[]string{`spec.readinessGates[0].conditionType: Invalid value: "not qualified!"`}},
 		{"placement valid", "ValidatePodSpec: valid placement fields",
 			podWith("  priorityClassName: system-node-critical\n  preemptionPolicy: Never\n  nodeSelector: {kubernetes.io/os: linux}\n  tolerations:\n  - {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}\n  - {key: a, value: b, effect: NoExecute, tolerationSeconds: 30}\n  readinessGates:\n  - conditionType: example.com/ready\n", ""), nil},
+		{"container name not a DNS label", "validateContainerCommon: a container name is a DNS-1123 label",
+			podWith("  initContainers:\n  - name: Init.1\n    image: busybox\n", ""),
+			[]string{`spec.initContainers[0].name: Invalid value: "Init.1"`}},
+		{"container name too long", "validateContainerCommon: a DNS-1123 label has at most 63 characters",
+			podWith("", "  - name: "+strings.Repeat("a", 64)+"\n    image: busybox\n"),
+			[]string{"spec.containers[1].name: Invalid value"}},
+		{"container name shared by app containers", "validateContainers: names are unique across containers",
+			podWith("", "  - name: web\n    image: busybox\n"),
+			[]string{`spec.containers[1].name: Duplicate value: "web"`}},
+		{"port name too long", "validateContainerPorts: a port name is an IANA_SVC_NAME (at most 15 characters)",
+			podWith("", "    ports:\n    - {name: a-very-long-port-name, containerPort: 80}\n"),
+			[]string{`spec.containers[0].ports[0].name: Invalid value: "a-very-long-port-name"`}},
+		{"port name without a letter", "validateContainerPorts: an IANA_SVC_NAME holds a letter",
+			podWith("", "    ports:\n    - {name: '8080', containerPort: 80}\n"),
+			[]string{`spec.containers[0].ports[0].name: Invalid value: "8080"`}},
+		{"volume name not a DNS label", "ValidateVolumes: a volume name is a DNS-1123 label",
+			podWith("  volumes:\n  - name: data_1\n", ""),
+			[]string{`spec.volumes[0].name: Invalid value: "data_1"`}},
+		{"hostname and subdomain", "ValidatePodSpec: hostname and subdomain are DNS-1123 labels",
+			podWith("  hostname: web.example\n  subdomain: Web\n", ""),
+			[]string{`spec.hostname: Invalid value: "web.example"`, `spec.subdomain: Invalid value: "Web"`}},
+		{"annotation key", "ValidateAnnotations: keys are qualified names",
+			annotatedWith("'bad key': x", "", ""),
+			[]string{"metadata.annotations: Invalid value: \"bad key\""}},
+		{"env name with '='", "ValidateEnv (relaxed env var names, on by default): printable ASCII but '='",
+			podWith("", "    env:\n    - {name: 'A=B', value: x}\n    - {name: 'CAFÉ', value: x}\n"),
+			[]string{`spec.containers[0].env[0].name: Invalid value: "A=B"`, `spec.containers[0].env[1].name: Invalid value: "CAFÉ"`}},
+		{"env name with a space", "ValidateEnv (relaxed env var names): a space is printable ASCII",
+			podWith("", "    env:\n    - {name: 'C D', value: x}\n"), nil},
 	})
 }
 

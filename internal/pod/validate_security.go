@@ -30,16 +30,6 @@ const (
 // sysctl(8) writes them (net.ipv4.ip_forward, net/ipv4/conf/eth0.100/forwarding).
 var sysctlName = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[./])*[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 
-// enum records NotSupported at p unless value is one of allowed.
-func enum[T ~string](v *validator, p *field.Path, value T, allowed ...T) {
-	for _, a := range allowed {
-		if value == a {
-			return
-		}
-	}
-	v.addErrs(field.NotSupported(p, value, allowed))
-}
-
 // hostUsers is whether the pod's containers use the host's user namespace
 // (spec.hostUsers unset means they do).
 func hostUsers(s *v1.PodSpec) bool {
