@@ -214,11 +214,12 @@ spec:
     command: [sh, -c, "trap '' TERM; while true; do sleep 1 & wait $!; done"]
     lifecycle:
       preStop:
-        sleep: {seconds: 600}
+        exec: {command: [sleep, "600"]}
 `
 
 // TestPreStopBoundedByGrace: a preStop hook that would outlast the grace
-// period is cut off, and the container is killed soon after: the grace
+// period (an exec hook: a sleep hook longer than the grace period does not
+// pass validation) is cut off, and the container is killed soon after: the grace
 // bounds the hook and the stop signal together (plus the kubelet's 2s
 // minimum for the signal).
 func TestPreStopBoundedByGrace(t *testing.T) {

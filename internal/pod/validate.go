@@ -2,6 +2,7 @@ package pod
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"path"
 	"regexp"
@@ -54,6 +55,13 @@ func (v *validator) check(p *field.Path, value any, msgs []string) {
 	}
 }
 
+// enum records NotSupported at p unless value is one of allowed.
+func enum[T ~string](v *validator, p *field.Path, value T, allowed ...T) {
+	if !slices.Contains(allowed, value) {
+		v.addErrs(field.NotSupported(p, value, allowed))
+	}
+}
+
 // noAPIServer is the tail of every message about what needs an apiserver.
 const noAPIServer = "staticlet runs without one"
 
@@ -65,7 +73,7 @@ var (
 		"status.podIP", "status.podIPs")
 	volumeFieldPaths = sets.New("metadata.name", "metadata.namespace", "metadata.uid",
 		"metadata.labels", "metadata.annotations")
-	subscriptFieldPath = regexp.MustCompile(`^metadata\.(labels|annotations)\['[^']+'\]$`)
+	subscriptFieldPath = regexp.MustCompile(`^metadata\.(labels|annotations)\['([^']+)'\]$`)
 	resourceFieldNames = sets.New("limits.cpu", "limits.memory", "limits.ephemeral-storage",
 		"requests.cpu", "requests.memory", "requests.ephemeral-storage")
 	hostPathTypes = sets.New(v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
@@ -89,6 +97,7 @@ func validate(p *v1.Pod, nodeName string) []problem {
 	v.addErrs(metavalidation.ValidateLabels(p.Labels, meta.Child("labels"))...)
 	v.addErrs(apivalidation.ValidateAnnotations(p.Annotations, meta.Child("annotations"))...)
 	v.spec(&p.Spec, field.NewPath("spec"))
+	v.securityAnnotations(p, meta.Child("annotations"))
 	return v.problems
 }
 
@@ -106,12 +115,14 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 		v.addErrs(field.Required(p.Child("containers"), "a pod needs at least one container"))
 	}
 	names := sets.New[string]()
-	hostPorts := sets.New[string]()
 	for i := range s.InitContainers {
+		// Init containers are checked each on its own for host port
+		// clashes, as the apiserver does: they run one after another.
 		v.container(&s.InitContainers[i], p.Child("initContainers").Index(i), containerContext{
-			init: true, spec: s, volumes: volumes, names: names, hostPorts: hostPorts,
+			init: true, spec: s, volumes: volumes, names: names, hostPorts: sets.New[string](),
 		})
 	}
+	hostPorts := sets.New[string]()
 	for i := range s.Containers {
 		v.container(&s.Containers[i], p.Child("containers").Index(i), containerContext{
 			spec: s, volumes: volumes, names: names, hostPorts: hostPorts,
@@ -120,12 +131,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	if len(s.EphemeralContainers) > 0 {
 		v.add(p.Child("ephemeralContainers"), "ephemeral containers are not supported for static pods")
 	}
-	switch s.RestartPolicy {
-	case v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever:
-	default:
-		v.addErrs(field.NotSupported(p.Child("restartPolicy"), s.RestartPolicy,
-			[]v1.RestartPolicy{v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever}))
-	}
+	enum(v, p.Child("restartPolicy"), s.RestartPolicy, v1.RestartPolicyAlways, v1.RestartPolicyOnFailure, v1.RestartPolicyNever)
 	v.dns(s, p)
 	if s.Hostname != "" {
 		v.check(p.Child("hostname"), s.Hostname, validation.IsDNS1123Label(s.Hostname))
@@ -133,8 +139,8 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	if s.Subdomain != "" {
 		v.check(p.Child("subdomain"), s.Subdomain, validation.IsDNS1123Label(s.Subdomain))
 	}
-	if s.ActiveDeadlineSeconds != nil && *s.ActiveDeadlineSeconds <= 0 {
-		v.addErrs(field.Invalid(p.Child("activeDeadlineSeconds"), *s.ActiveDeadlineSeconds, "must be greater than 0"))
+	if d := s.ActiveDeadlineSeconds; d != nil && (*d < 1 || *d > math.MaxInt32) {
+		v.addErrs(field.Invalid(p.Child("activeDeadlineSeconds"), *d, validation.InclusiveRangeError(1, math.MaxInt32)))
 	}
 	if s.ServiceAccountName != "" {
 		v.check(p.Child("serviceAccountName"), s.ServiceAccountName, validation.IsDNS1123Subdomain(s.ServiceAccountName))
@@ -142,13 +148,13 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	if len(s.ResourceClaims) > 0 {
 		v.add(p.Child("resourceClaims"), "resource claims need an apiserver; %s", noAPIServer)
 	}
+	v.podSecurity(s, p)
+	v.podOS(s, p)
+	v.placement(s, p)
 }
 
 func (v *validator) dns(s *v1.PodSpec, p *field.Path) {
-	policies := []v1.DNSPolicy{v1.DNSClusterFirstWithHostNet, v1.DNSClusterFirst, v1.DNSDefault, v1.DNSNone}
-	if !slices.Contains(policies, s.DNSPolicy) {
-		v.addErrs(field.NotSupported(p.Child("dnsPolicy"), s.DNSPolicy, policies))
-	}
+	enum(v, p.Child("dnsPolicy"), s.DNSPolicy, v1.DNSClusterFirstWithHostNet, v1.DNSClusterFirst, v1.DNSDefault, v1.DNSNone)
 	c := s.DNSConfig
 	if s.DNSPolicy == v1.DNSNone && (c == nil || len(c.Nameservers) == 0) {
 		v.addErrs(field.Required(p.Child("dnsConfig", "nameservers"), "at least one nameserver is required when dnsPolicy is None"))
@@ -160,12 +166,22 @@ func (v *validator) dns(s *v1.PodSpec, p *field.Path) {
 		v.addErrs(field.TooMany(p.Child("dnsConfig", "nameservers"), len(c.Nameservers), 3))
 	}
 	for i, ns := range c.Nameservers {
-		if _, err := netip.ParseAddr(ns); err != nil {
-			v.addErrs(field.Invalid(p.Child("dnsConfig", "nameservers").Index(i), ns, "must be an IP address"))
-		}
+		v.addErrs(validation.IsValidIP(p.Child("dnsConfig", "nameservers").Index(i), ns)...)
 	}
+	sp := p.Child("dnsConfig", "searches")
 	if len(c.Searches) > 32 {
-		v.addErrs(field.TooMany(p.Child("dnsConfig", "searches"), len(c.Searches), 32))
+		v.addErrs(field.TooMany(sp, len(c.Searches), 32))
+	}
+	// resolv.conf's search line holds at most 2048 characters.
+	if n := len(strings.Join(c.Searches, " ")); n > 2048 {
+		v.addErrs(field.Invalid(sp, n, "must have at most 2048 characters, with the spaces between the domains"))
+	}
+	for i, d := range c.Searches {
+		// A domain may end in a dot and hold underscores (SRV names); "."
+		// alone is the root.
+		if d != "." {
+			v.check(sp.Index(i), d, validation.IsDNS1123SubdomainWithUnderscore(strings.TrimSuffix(d, ".")))
+		}
 	}
 	for i, o := range c.Options {
 		if o.Name == "" {
@@ -211,8 +227,11 @@ func (v *validator) volumeSource(src *v1.VolumeSource, typ string, p *field.Path
 	tp := p.Child(typ)
 	switch typ {
 	case "hostPath":
-		if src.HostPath.Path == "" {
+		switch hp := src.HostPath.Path; {
+		case hp == "":
 			v.addErrs(field.Required(tp.Child("path"), ""))
+		case hasBackstep(hp):
+			v.addErrs(field.Invalid(tp.Child("path"), hp, "must not contain '..'"))
 		}
 		if t := src.HostPath.Type; t != nil && !hostPathTypes.Has(*t) {
 			v.addErrs(field.NotSupported(tp.Child("type"), *t, sets.List(hostPathTypes)))
@@ -280,17 +299,30 @@ func (v *validator) relativePath(rel string, p *field.Path, required bool) {
 		}
 	case path.IsAbs(rel):
 		v.addErrs(field.Invalid(p, rel, "must be a relative path"))
-	case slices.Contains(strings.Split(rel, "/"), ".."):
+	case hasBackstep(rel):
 		v.addErrs(field.Invalid(p, rel, "must not contain '..'"))
 	}
+}
+
+// hasBackstep reports whether a path has a ".." element.
+func hasBackstep(path string) bool {
+	return slices.Contains(strings.Split(path, "/"), "..")
 }
 
 func (v *validator) fieldRef(f *v1.ObjectFieldSelector, p *field.Path, allowed sets.Set[string]) {
 	if f.APIVersion != "v1" {
 		v.addErrs(field.NotSupported(p.Child("apiVersion"), f.APIVersion, []string{"v1"}))
 	}
-	if !allowed.Has(f.FieldPath) && !subscriptFieldPath.MatchString(f.FieldPath) {
+	m := subscriptFieldPath.FindStringSubmatch(f.FieldPath)
+	switch {
+	case m == nil && !allowed.Has(f.FieldPath):
 		v.addErrs(field.NotSupported(p.Child("fieldPath"), f.FieldPath, sets.List(allowed)))
+	case m == nil:
+	case m[1] == "annotations":
+		// Annotation keys are matched without regard to case.
+		v.check(p.Child("fieldPath"), f.FieldPath, validation.IsQualifiedName(strings.ToLower(m[2])))
+	default:
+		v.check(p.Child("fieldPath"), f.FieldPath, validation.IsQualifiedName(m[2]))
 	}
 }
 
@@ -301,6 +333,8 @@ func (v *validator) resourceFieldRef(r *v1.ResourceFieldSelector, p *field.Path)
 	}
 	if r.Divisor.Sign() < 0 {
 		v.addErrs(field.Invalid(p.Child("divisor"), r.Divisor.String(), "must not be negative"))
+	} else {
+		v.divisor(r.Resource, r.Divisor, p.Child("divisor"))
 	}
 }
 
@@ -310,7 +344,7 @@ type containerContext struct {
 	spec      *v1.PodSpec
 	volumes   volumeSet
 	names     sets.Set[string] // container names so far, init and app
-	hostPorts sets.Set[string] // hostIP/protocol/port so far
+	hostPorts sets.Set[string] // hostIP/protocol/port so far: the container's own, an app container's and those before it
 }
 
 func (v *validator) container(c *v1.Container, p *field.Path, cc containerContext) {
@@ -330,14 +364,8 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 	case strings.TrimSpace(c.Image) != c.Image:
 		v.addErrs(field.Invalid(p.Child("image"), c.Image, "must not have leading or trailing whitespace"))
 	}
-	pullPolicies := []v1.PullPolicy{v1.PullAlways, v1.PullIfNotPresent, v1.PullNever}
-	if !slices.Contains(pullPolicies, c.ImagePullPolicy) {
-		v.addErrs(field.NotSupported(p.Child("imagePullPolicy"), c.ImagePullPolicy, pullPolicies))
-	}
-	msgPolicies := []v1.TerminationMessagePolicy{v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError}
-	if !slices.Contains(msgPolicies, c.TerminationMessagePolicy) {
-		v.addErrs(field.NotSupported(p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, msgPolicies))
-	}
+	enum(v, p.Child("imagePullPolicy"), c.ImagePullPolicy, v1.PullAlways, v1.PullIfNotPresent, v1.PullNever)
+	enum(v, p.Child("terminationMessagePolicy"), c.TerminationMessagePolicy, v1.TerminationMessageReadFile, v1.TerminationMessageFallbackToLogsOnError)
 
 	sidecar := cc.init && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 	switch {
@@ -366,13 +394,15 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 		v.probe(c.LivenessProbe, p.Child("livenessProbe"), true)
 		v.probe(c.ReadinessProbe, p.Child("readinessProbe"), false)
 		v.probe(c.StartupProbe, p.Child("startupProbe"), true)
-		v.lifecycle(c.Lifecycle, p.Child("lifecycle"))
+		v.lifecycle(c.Lifecycle, p.Child("lifecycle"), cc.spec.TerminationGracePeriodSeconds)
 	}
 
 	v.ports(c, p.Child("ports"), cc)
 	v.env(c, p, cc.spec)
 	v.mounts(c, p, cc.volumes)
 	v.resources(&c.Resources, p.Child("resources"))
+	v.containerSecurity(c.SecurityContext, p.Child("securityContext"), cc.spec)
+	v.resizePolicy(c, p.Child("resizePolicy"), cc.spec.RestartPolicy)
 }
 
 func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
@@ -396,13 +426,11 @@ func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
 			}
 			cc.hostPorts.Insert(key)
 		}
-		if cc.spec.HostNetwork && port.HostPort != port.ContainerPort {
+		// The apiserver asks this of app containers only.
+		if cc.spec.HostNetwork && !cc.init && port.HostPort != port.ContainerPort {
 			v.addErrs(field.Invalid(pp.Child("hostPort"), port.HostPort, "must match containerPort when hostNetwork is true"))
 		}
-		protocols := []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP}
-		if !slices.Contains(protocols, port.Protocol) {
-			v.addErrs(field.NotSupported(pp.Child("protocol"), port.Protocol, protocols))
-		}
+		enum(v, pp.Child("protocol"), port.Protocol, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
 		if port.HostIP != "" {
 			if _, err := netip.ParseAddr(port.HostIP); err != nil {
 				v.addErrs(field.Invalid(pp.Child("hostIP"), port.HostIP, "must be an IP address"))
@@ -457,6 +485,9 @@ func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
 	}
 	for i, ef := range c.EnvFrom {
 		ep := p.Child("envFrom").Index(i)
+		if ef.Prefix != "" {
+			v.check(ep.Child("prefix"), ef.Prefix, validation.IsRelaxedEnvVarName(ef.Prefix))
+		}
 		if ef.ConfigMapRef != nil {
 			v.add(ep.Child("configMapRef"), "configMap references need an apiserver; %s — use env values", noAPIServer)
 		}
@@ -504,45 +535,22 @@ func (v *validator) mounts(c *v1.Container, p *field.Path, volumes volumeSet) {
 		v.relativePath(m.SubPath, mp.Child("subPath"), false)
 		v.relativePath(m.SubPathExpr, mp.Child("subPathExpr"), false)
 		if m.MountPropagation != nil {
-			modes := []v1.MountPropagationMode{v1.MountPropagationNone, v1.MountPropagationHostToContainer, v1.MountPropagationBidirectional}
-			if !slices.Contains(modes, *m.MountPropagation) {
-				v.addErrs(field.NotSupported(mp.Child("mountPropagation"), *m.MountPropagation, modes))
-			} else if *m.MountPropagation == v1.MountPropagationBidirectional &&
+			enum(v, mp.Child("mountPropagation"), *m.MountPropagation, v1.MountPropagationNone, v1.MountPropagationHostToContainer, v1.MountPropagationBidirectional)
+			if *m.MountPropagation == v1.MountPropagationBidirectional &&
 				(c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged) {
 				v.addErrs(field.Forbidden(mp.Child("mountPropagation"), "Bidirectional mount propagation is available only to privileged containers"))
 			}
 		}
+		v.recursiveReadOnly(m, mp.Child("recursiveReadOnly"))
 	}
 	if len(c.VolumeDevices) > 0 {
 		v.add(p.Child("volumeDevices"), "volume devices need a persistentVolumeClaim block volume, which needs an apiserver; %s", noAPIServer)
 	}
 }
 
-func (v *validator) resources(r *v1.ResourceRequirements, p *field.Path) {
-	for _, l := range []struct {
-		name string
-		list v1.ResourceList
-	}{{"limits", r.Limits}, {"requests", r.Requests}} {
-		for _, name := range sets.List(sets.KeySet(l.list)) {
-			if q := l.list[name]; q.Sign() < 0 {
-				v.addErrs(field.Invalid(p.Child(l.name).Key(string(name)), q.String(), "must be greater than or equal to 0"))
-			}
-		}
-	}
-	for _, name := range sets.List(sets.KeySet(r.Requests)) {
-		req := r.Requests[name]
-		if limit, ok := r.Limits[name]; ok && req.Cmp(limit) > 0 {
-			v.addErrs(field.Invalid(p.Child("requests").Key(string(name)), req.String(),
-				fmt.Sprintf("must be less than or equal to %s limit of %s", name, limit.String())))
-		}
-	}
-	if len(r.Claims) > 0 {
-		v.add(p.Child("claims"), "resource claims need an apiserver; %s", noAPIServer)
-	}
-}
-
 // probe checks a liveness, readiness or startup probe; liveness and startup
-// probes must succeed once to count.
+// probes (once) must succeed once to count, and may shorten the grace
+// period of the kill they cause, which a readiness probe does not cause.
 func (v *validator) probe(pr *v1.Probe, p *field.Path, once bool) {
 	if pr == nil {
 		return
@@ -571,12 +579,16 @@ func (v *validator) probe(pr *v1.Probe, p *field.Path, once bool) {
 	if once && pr.SuccessThreshold != 1 {
 		v.addErrs(field.Invalid(p.Child("successThreshold"), pr.SuccessThreshold, "must be 1"))
 	}
-	if pr.TerminationGracePeriodSeconds != nil && *pr.TerminationGracePeriodSeconds <= 0 {
+	if !once && pr.TerminationGracePeriodSeconds != nil {
+		v.addErrs(field.Invalid(p.Child("terminationGracePeriodSeconds"), *pr.TerminationGracePeriodSeconds, "must not be set for a readinessProbe"))
+	} else if pr.TerminationGracePeriodSeconds != nil && *pr.TerminationGracePeriodSeconds <= 0 {
 		v.addErrs(field.Invalid(p.Child("terminationGracePeriodSeconds"), *pr.TerminationGracePeriodSeconds, "must be greater than 0"))
 	}
 }
 
-func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path) {
+// lifecycle checks a container's hooks; a sleep may not outlast the pod's
+// grace period.
+func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path, grace *int64) {
 	if l == nil {
 		return
 	}
@@ -591,8 +603,12 @@ func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path) {
 		hp := p.Child(f.name)
 		v.handler(hp, map[string]bool{"exec": h.Exec != nil, "httpGet": h.HTTPGet != nil, "tcpSocket": h.TCPSocket != nil, "sleep": h.Sleep != nil},
 			h.Exec, h.HTTPGet, h.TCPSocket)
-		if h.Sleep != nil && h.Sleep.Seconds < 0 {
-			v.addErrs(field.Invalid(hp.Child("sleep", "seconds"), h.Sleep.Seconds, "must be greater than or equal to 0"))
+		if h.Sleep != nil && (h.Sleep.Seconds < 0 || grace != nil && h.Sleep.Seconds > *grace) {
+			msg := "must be greater than or equal to 0"
+			if grace != nil {
+				msg = fmt.Sprintf("must be between 0 and terminationGracePeriodSeconds (%d), inclusive", *grace)
+			}
+			v.addErrs(field.Invalid(hp.Child("sleep", "seconds"), h.Sleep.Seconds, msg))
 		}
 	}
 }
@@ -617,10 +633,7 @@ func (v *validator) handler(p *field.Path, set map[string]bool, exec *v1.ExecAct
 	}
 	if get != nil {
 		v.port(get.Port, p.Child("httpGet", "port"))
-		schemes := []v1.URIScheme{v1.URISchemeHTTP, v1.URISchemeHTTPS}
-		if !slices.Contains(schemes, get.Scheme) {
-			v.addErrs(field.NotSupported(p.Child("httpGet", "scheme"), get.Scheme, schemes))
-		}
+		enum(v, p.Child("httpGet", "scheme"), get.Scheme, v1.URISchemeHTTP, v1.URISchemeHTTPS)
 		for i, h := range get.HTTPHeaders {
 			v.check(p.Child("httpGet", "httpHeaders").Index(i).Child("name"), h.Name, validation.IsHTTPHeaderName(h.Name))
 		}
@@ -637,4 +650,24 @@ func (v *validator) port(port intstr.IntOrString, p *field.Path) {
 		return
 	}
 	v.check(p, port.IntVal, validation.IsValidPortNum(int(port.IntVal)))
+}
+
+// recursiveReadOnly checks a mount's recursiveReadOnly: a known mode, and
+// one that makes submounts read-only only on a read-only mount that
+// propagates nothing.
+func (v *validator) recursiveReadOnly(m v1.VolumeMount, p *field.Path) {
+	if m.RecursiveReadOnly == nil || *m.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
+		return
+	}
+	switch *m.RecursiveReadOnly {
+	case v1.RecursiveReadOnlyEnabled, v1.RecursiveReadOnlyIfPossible:
+		if !m.ReadOnly {
+			v.addErrs(field.Forbidden(p, "may be set only when readOnly is true"))
+		}
+		if m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone {
+			v.addErrs(field.Forbidden(p, "may be set only when mountPropagation is None or unset"))
+		}
+	default:
+		enum(v, p, *m.RecursiveReadOnly, v1.RecursiveReadOnlyDisabled, v1.RecursiveReadOnlyEnabled, v1.RecursiveReadOnlyIfPossible)
+	}
 }

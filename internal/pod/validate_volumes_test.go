@@ -1,19 +1,12 @@
 package pod
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestValidateVolumes checks what staticlet accepts of volumes and their
 // mounts, and that what needs an apiserver is refused with the reason.
 func TestValidateVolumes(t *testing.T) {
-	tests := []struct {
-		name     string
-		manifest string
-		wantErr  []string // substrings of the error; none means valid
-	}{
-		{"hostPath every type", podWith("  volumes:\n"+
+	tests := []validateCase{
+		{"hostPath every type", "", podWith("  volumes:\n"+
 			"  - {name: a, hostPath: {path: /a}}\n"+
 			"  - {name: b, hostPath: {path: /b, type: \"\"}}\n"+
 			"  - {name: c, hostPath: {path: /c, type: DirectoryOrCreate}}\n"+
@@ -23,12 +16,12 @@ func TestValidateVolumes(t *testing.T) {
 			"  - {name: g, hostPath: {path: /g, type: Socket}}\n"+
 			"  - {name: h, hostPath: {path: /h, type: CharDevice}}\n"+
 			"  - {name: i, hostPath: {path: /i, type: BlockDevice}}\n", ""), nil},
-		{"emptyDir Memory with sizeLimit", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Memory, sizeLimit: 8Mi}\n", ""), nil},
-		{"emptyDir HugePages", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-2Mi}\n", ""),
+		{"emptyDir Memory with sizeLimit", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Memory, sizeLimit: 8Mi}\n", ""), nil},
+		{"emptyDir HugePages", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-2Mi}\n", ""),
 			[]string{"spec.volumes[0].emptyDir.medium: HugePages-2Mi emptyDir volumes are not supported by staticlet"}},
-		{"emptyDir medium", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Disk}\n", ""),
+		{"emptyDir medium", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Disk}\n", ""),
 			[]string{"spec.volumes[0].emptyDir.medium: Unsupported value"}},
-		{"downwardAPI every field", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      defaultMode: 0600\n      items:\n"+
+		{"downwardAPI every field", "", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      defaultMode: 0600\n      items:\n"+
 			"      - {path: name, fieldRef: {fieldPath: metadata.name}}\n"+
 			"      - {path: ns, fieldRef: {fieldPath: metadata.namespace}}\n"+
 			"      - {path: uid, fieldRef: {fieldPath: metadata.uid}}\n"+
@@ -36,52 +29,34 @@ func TestValidateVolumes(t *testing.T) {
 			"      - {path: sub/annotations, mode: 0400, fieldRef: {fieldPath: metadata.annotations}}\n"+
 			"      - {path: app, fieldRef: {fieldPath: \"metadata.labels['app']\"}}\n"+
 			"      - {path: cpu, resourceFieldRef: {containerName: web, resource: limits.cpu, divisor: 1m}}\n", ""), nil},
-		{"downwardAPI dot-dot name", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: ..data, fieldRef: {fieldPath: metadata.name}}\n", ""),
+		{"downwardAPI dot-dot name", "", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: ..data, fieldRef: {fieldPath: metadata.name}}\n", ""),
 			[]string{"spec.volumes[0].downwardAPI.items[0].path: Invalid value", "must not start with '..'"}},
-		{"downwardAPI env-only field", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: ip, fieldRef: {fieldPath: status.podIP}}\n", ""),
+		{"downwardAPI env-only field", "", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: ip, fieldRef: {fieldPath: status.podIP}}\n", ""),
 			[]string{"spec.volumes[0].downwardAPI.items[0].fieldRef.fieldPath: Unsupported value"}},
-		{"downwardAPI resource without container", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: cpu, resourceFieldRef: {resource: limits.cpu}}\n", ""),
+		{"downwardAPI resource without container", "", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: cpu, resourceFieldRef: {resource: limits.cpu}}\n", ""),
 			[]string{"spec.volumes[0].downwardAPI.items[0].resourceFieldRef.containerName: Required value"}},
-		{"downwardAPI mode", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: name, mode: 01000, fieldRef: {fieldPath: metadata.name}}\n", ""),
+		{"downwardAPI mode", "", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      items:\n      - {path: name, mode: 01000, fieldRef: {fieldPath: metadata.name}}\n", ""),
 			[]string{"spec.volumes[0].downwardAPI.items[0].mode: Invalid value"}},
-		{"configMap volume", podWith("  volumes:\n  - name: c\n    configMap: {name: c}\n", ""),
+		{"configMap volume", "", podWith("  volumes:\n  - name: c\n    configMap: {name: c}\n", ""),
 			[]string{"spec.volumes[0].configMap: configMap volumes need an apiserver; staticlet runs without one"}},
-		{"secret volume", podWith("  volumes:\n  - name: s\n    secret: {secretName: s}\n", ""),
+		{"secret volume", "", podWith("  volumes:\n  - name: s\n    secret: {secretName: s}\n", ""),
 			[]string{"spec.volumes[0].secret: secret volumes need an apiserver; staticlet runs without one"}},
-		{"persistentVolumeClaim volume", podWith("  volumes:\n  - name: p\n    persistentVolumeClaim: {claimName: c}\n", ""),
+		{"persistentVolumeClaim volume", "", podWith("  volumes:\n  - name: p\n    persistentVolumeClaim: {claimName: c}\n", ""),
 			[]string{"spec.volumes[0].persistentVolumeClaim: persistentVolumeClaim volumes need an apiserver"}},
-		{"projected volume", podWith("  volumes:\n  - name: p\n    projected:\n      sources:\n      - serviceAccountToken: {path: token}\n", ""),
+		{"projected volume", "", podWith("  volumes:\n  - name: p\n    projected:\n      sources:\n      - serviceAccountToken: {path: token}\n", ""),
 			[]string{"spec.volumes[0].projected: projected volumes (serviceAccountToken, configMap and secret sources) need an apiserver"}},
-		{"ephemeral volume", podWith("  volumes:\n  - name: p\n    ephemeral:\n      volumeClaimTemplate:\n        spec: {accessModes: [ReadWriteOnce]}\n", ""),
+		{"ephemeral volume", "", podWith("  volumes:\n  - name: p\n    ephemeral:\n      volumeClaimTemplate:\n        spec: {accessModes: [ReadWriteOnce]}\n", ""),
 			[]string{"spec.volumes[0].ephemeral: volume type ephemeral is not supported by staticlet"}},
-		{"propagation HostToContainer", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: HostToContainer}\n"), nil},
-		{"propagation None", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: None}\n"), nil},
-		{"propagation Bidirectional privileged", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n",
+		{"propagation HostToContainer", "", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: HostToContainer}\n"), nil},
+		{"propagation None", "", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: None}\n"), nil},
+		{"propagation Bidirectional privileged", "", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n",
 			"    securityContext: {privileged: true}\n    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: Bidirectional}\n"), nil},
-		{"propagation Bidirectional unprivileged", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: Bidirectional}\n"),
+		{"propagation Bidirectional unprivileged", "", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: Bidirectional}\n"),
 			[]string{"spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"}},
-		{"propagation unknown", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: Sideways}\n"),
+		{"propagation unknown", "", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, mountPropagation: Sideways}\n"),
 			[]string{"spec.containers[0].volumeMounts[0].mountPropagation: Unsupported value"}},
-		{"subPath escaping", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, subPath: ../x}\n"),
+		{"subPath escaping", "", podWith("  volumes:\n  - {name: h, hostPath: {path: /h}}\n", "    volumeMounts:\n    - {name: h, mountPath: /h, subPath: ../x}\n"),
 			[]string{"spec.containers[0].volumeMounts[0].subPath: Invalid value"}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Decode("test.yaml", []byte(tc.manifest), testOpts)
-			if tc.wantErr == nil {
-				if err != nil {
-					t.Fatalf("Decode(%q): %v", tc.manifest, err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("Decode(%q) succeeded, want an error", tc.manifest)
-			}
-			for _, want := range tc.wantErr {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("Decode error =\n%v\nwant it to contain %q", err, want)
-				}
-			}
-		})
-	}
+	runValidateCases(t, tests)
 }

@@ -3,7 +3,6 @@ package spec
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -29,19 +28,6 @@ var safeSysctls = map[string]bool{
 	"net.ipv4.tcp_wmem":                   true,
 }
 
-// namespacedSysctl tells whether a sysctl belongs to a namespace a pod has
-// of its own (network or IPC), and to which.
-func namespacedSysctl(name string) (ns string, ok bool) {
-	switch {
-	case strings.HasPrefix(name, "net."):
-		return "network", true
-	case strings.HasPrefix(name, "kernel.shm"), strings.HasPrefix(name, "kernel.msg"),
-		name == "kernel.sem", strings.HasPrefix(name, "fs.mqueue."):
-		return "IPC", true
-	}
-	return "", false
-}
-
 // Sysctls returns p's sysctls for its containers. A sysctl outside the
 // safe set needs allowUnsafe to say yes; one of a namespace the pod shares
 // with the host is refused, as the kubelet does.
@@ -52,11 +38,11 @@ func Sysctls(p *pod.Pod, allowUnsafe func(name string) bool) (map[string]string,
 	}
 	out := make(map[string]string, len(sc.Sysctls))
 	for _, s := range sc.Sysctls {
-		ns, ok := namespacedSysctl(s.Name)
+		ns, ok := pod.SysctlNamespace(s.Name)
 		switch {
 		case !ok:
 			return nil, fmt.Errorf("sysctl %s is not namespaced: setting it would change the node", s.Name)
-		case ns == "network" && p.Spec.HostNetwork, ns == "IPC" && p.Spec.HostIPC:
+		case ns == pod.SysctlNet && p.Spec.HostNetwork, ns == pod.SysctlIPC && p.Spec.HostIPC:
 			return nil, fmt.Errorf("sysctl %s would change the host's %s namespace, which the pod uses", s.Name, ns)
 		case !safeSysctls[s.Name] && (allowUnsafe == nil || !allowUnsafe(s.Name)):
 			return nil, fmt.Errorf("sysctl %s is not in the safe set; allow it with --allowed-unsafe-sysctls", s.Name)

@@ -12,22 +12,24 @@ func TestSysctls(t *testing.T) {
 	tests := []struct {
 		name    string
 		spec    string
+		hostNet bool // set after decoding, past validation, which refuses it with net sysctls
 		allow   []string
 		want    map[string]string
 		wantErr string
 	}{
-		{"none", "", nil, nil, ""},
-		{"safe", "  securityContext:\n    sysctls: [{name: net.ipv4.ip_local_port_range, value: '1024 2048'}, {name: kernel.shm_rmid_forced, value: '1'}]\n", nil,
+		{"none", "", false, nil, nil, ""},
+		{"safe", "  securityContext:\n    sysctls: [{name: net.ipv4.ip_local_port_range, value: '1024 2048'}, {name: kernel.shm_rmid_forced, value: '1'}]\n", false, nil,
 			map[string]string{"net.ipv4.ip_local_port_range": "1024 2048", "kernel.shm_rmid_forced": "1"}, ""},
-		{"unsafe refused", "  securityContext:\n    sysctls: [{name: net.core.somaxconn, value: '1024'}]\n", nil, nil, "not in the safe set"},
-		{"unsafe allowed by pattern", "  securityContext:\n    sysctls: [{name: net.core.somaxconn, value: '1024'}]\n", []string{"net.core.*"},
+		{"unsafe refused", "  securityContext:\n    sysctls: [{name: net.core.somaxconn, value: '1024'}]\n", false, nil, nil, "not in the safe set"},
+		{"unsafe allowed by pattern", "  securityContext:\n    sysctls: [{name: net.core.somaxconn, value: '1024'}]\n", false, []string{"net.core.*"},
 			map[string]string{"net.core.somaxconn": "1024"}, ""},
-		{"not namespaced", "  securityContext:\n    sysctls: [{name: vm.swappiness, value: '1'}]\n", []string{"vm.*"}, nil, "not namespaced"},
-		{"net sysctl on the host network", "  hostNetwork: true\n  securityContext:\n    sysctls: [{name: net.ipv4.tcp_syncookies, value: '1'}]\n", nil, nil, "host's network namespace"},
+		{"not namespaced", "  securityContext:\n    sysctls: [{name: vm.swappiness, value: '1'}]\n", false, []string{"vm.*"}, nil, "not namespaced"},
+		{"net sysctl on the host network", "  securityContext:\n    sysctls: [{name: net.ipv4.tcp_syncookies, value: '1'}]\n", true, nil, nil, "host's network namespace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := decodePod(t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"+tt.spec+"  containers:\n  - name: c\n    image: busybox\n")
+			p.Spec.HostNetwork = tt.hostNet
 			allow := func(name string) bool {
 				for _, a := range tt.allow {
 					if strings.HasPrefix(name, strings.TrimSuffix(a, "*")) {
@@ -62,6 +64,7 @@ func TestSecurityOptions(t *testing.T) {
 	const localhost = `{"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}]}`
 	tests := []struct {
 		name    string
+		podSpec string // extra pod spec fields, indented by two spaces
 		podSC   string
 		ctrSC   string
 		check   func(t *testing.T, s *specs.Spec)
@@ -106,7 +109,8 @@ func TestSecurityOptions(t *testing.T) {
 				t.Errorf("groups = %v, want [3000 2000]", s.Process.User.AdditionalGids)
 			}
 		}},
-		{name: "procMount Unmasked", ctrSC: "procMount: Unmasked", check: func(t *testing.T, s *specs.Spec) {
+		// Validation allows Unmasked only in a user namespace of the pod's own.
+		{name: "procMount Unmasked", podSpec: "  hostUsers: false\n", ctrSC: "procMount: Unmasked", check: func(t *testing.T, s *specs.Spec) {
 			if len(s.Linux.MaskedPaths) != 0 || len(s.Linux.ReadonlyPaths) != 0 {
 				t.Errorf("masked %v, read-only %v: want none", s.Linux.MaskedPaths, s.Linux.ReadonlyPaths)
 			}
@@ -114,7 +118,7 @@ func TestSecurityOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			y := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n"
+			y := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n" + tt.podSpec
 			if tt.podSC != "" {
 				y += "  securityContext:\n    " + tt.podSC + "\n"
 			}
