@@ -39,6 +39,11 @@ func hostUsers(s *v1.PodSpec) bool {
 // podSecurity checks spec.securityContext and the host namespace settings.
 func (v *validator) podSecurity(s *v1.PodSpec, p *field.Path) {
 	if !hostUsers(s) {
+		// The apiserver accepts it, and a kubelet with user namespaces
+		// runs the pod in one; staticlet would run it in the host's, with
+		// what the pod asked for on the strength of one (procMount
+		// Unmasked) given to host root.
+		v.add(p.Child("hostUsers"), "user namespaces are not supported by staticlet, which would run this pod in the host's; remove hostUsers or set it to true")
 		// A user namespace is not shared with the host's other namespaces.
 		for _, f := range []struct {
 			name string
