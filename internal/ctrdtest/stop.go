@@ -32,6 +32,8 @@ import (
 //   - has runc force-delete containers of this daemon that no shim deleted,
 //     which also removes their cgroups and runc state;
 //   - kills shims still running for its socket and the processes they parent;
+//   - waits until every shim that served it when Stop began has exited
+//     (those whose tasks were deleted exit by themselves, a moment later);
 //   - reaps the exited shims and killed processes it inherited as child
 //     subreaper;
 //   - unmounts whatever is still mounted under Dir, deepest first, and
@@ -39,6 +41,10 @@ import (
 //
 // It carries on past failures and returns them all joined. Call it once.
 func (e *Env) Stop(ctx context.Context) error {
+	// Found first: a shim that exits by itself later (its tasks deleted)
+	// no longer shows whose it is, and must be a zombie before the reaping
+	// or it is left unreaped.
+	shims := shimPIDs(e.Address)
 	var errs []error
 	if e.client != nil {
 		errs = append(errs, e.deleteAll(ctx))
@@ -48,6 +54,9 @@ func (e *Env) Stop(ctx context.Context) error {
 	errs = append(errs, deleteRuncLeftovers(ctx, e.Dir))
 	killed, err := killShims(e.Address)
 	errs = append(errs, err)
+	for _, pid := range shims {
+		errs = append(errs, waitGone(pid, 5*time.Second))
+	}
 	errs = append(errs, reapZombies(func(p procfs.Proc) bool {
 		return strings.HasPrefix(p.Comm, "containerd-shim") || slices.Contains(killed, p.PID)
 	}))
@@ -330,8 +339,14 @@ func removeShimSocket(address string, args []string) {
 func waitGone(pid int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		p, err := procfs.Read(pid)
-		if err != nil || p.State == 'Z' {
+		// The stat line only: an exiting process's command line is gone
+		// before it is a zombie, and reading it would take it for gone
+		// too early, before it can be reaped.
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil
+		}
+		if p, err := procfs.ParseStat(string(b)); err == nil && (p.State == 'Z' || p.State == 'X') {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -339,6 +354,19 @@ func waitGone(pid int, timeout time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// shimPIDs lists the shims serving the daemon at address, while their
+// command lines, which name it, can still be read.
+func shimPIDs(address string) []int {
+	procs, _ := procfs.List()
+	var out []int
+	for _, p := range procs {
+		if isShimFor(p.Args, address) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
 }
 
 // UnmountUnder lazily unmounts every mount point under dir, deepest first.
