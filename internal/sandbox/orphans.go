@@ -236,50 +236,43 @@ func (r *Runtime) SweepOrphans(ctx context.Context, keep func(uid string) bool) 
 	return errors.Join(serr, perr)
 }
 
-// SweepPodFiles removes the files (state directory, logs, cgroups) of pods
-// that have no container and that keep does not want: left when their
+// SweepPodFiles removes the files (logs, cgroups, state directory) of
+// pods that have no container and that keep does not want: left when their
 // containers went without staticlet removing them. It returns the UIDs
-// whose files it removed. Pods found under the root dir or the logs dir
-// are the candidates; a pod keep wants, or with a container, is left be.
+// whose files it removed. A pod's state directory under the root dir is
+// what marks its files as staticlet's (the logs directory may be shared
+// with a kubelet's pods); RemovePodFiles removes it last.
 func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool) ([]string, error) {
-	type names struct{ namespace, name string }
-	found := map[string]names{}
 	ents, err := os.ReadDir(filepath.Join(r.cfg.RootDir, "pods"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("listing pod directories: %w", err)
-	}
-	for _, e := range ents {
-		found[e.Name()] = names{}
-	}
-	logs, err := os.ReadDir(r.cfg.PodLogsDir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("listing pod log directories: %w", err)
-	}
-	for _, e := range logs {
-		// <namespace>_<name>_<uid>; neither namespace nor name holds '_'.
-		parts := strings.Split(e.Name(), "_")
-		if len(parts) == 3 && isPodUID(parts[2]) {
-			found[parts[2]] = names{parts[0], parts[1]}
-		}
-	}
-	if len(found) == 0 {
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(ents) == 0 {
 		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing pod directories: %w", err)
 	}
 	recs, err := r.AllContainers(ctx)
 	if err != nil {
 		return nil, err
 	}
+	has := map[string]bool{}
 	for _, rec := range recs {
-		delete(found, rec.PodUID)
+		has[rec.PodUID] = true
 	}
 	var removed []string
 	var errs []error
-	for uid, n := range found {
-		if keep(uid) {
+	for _, e := range ents {
+		uid := e.Name()
+		if has[uid] || keep(uid) {
 			continue
 		}
-		r.cfg.Logger.Info("removing the files of a pod with no container and no manifest", "uid", uid, "pod", n.namespace+"/"+n.name)
-		if err := r.RemovePodFiles(ctx, n.namespace, n.name, uid); err != nil {
+		namespace, name := "", ""
+		// Its logs are <namespace>_<name>_<uid>; neither holds '_'.
+		if logs, _ := filepath.Glob(filepath.Join(r.cfg.PodLogsDir, "*_*_"+globEscape(uid))); len(logs) == 1 {
+			parts := strings.SplitN(filepath.Base(logs[0]), "_", 3)
+			namespace, name = parts[0], parts[1]
+		}
+		r.cfg.Logger.Info("removing the files of a pod with no container and no manifest", "uid", uid, "pod", namespace+"/"+name)
+		if err := r.RemovePodFiles(ctx, namespace, name, uid); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -288,16 +281,14 @@ func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool)
 	return removed, errors.Join(errs...)
 }
 
-// isPodUID tells whether s looks like a pod UID: a static pod's is 32 hex
-// digits, a manifest's own may be any UUID.
-func isPodUID(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
+// globEscape escapes the characters filepath.Match treats specially.
+func globEscape(s string) string {
+	var b strings.Builder
 	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-') {
-			return false
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
 		}
+		b.WriteRune(c)
 	}
-	return true
+	return b.String()
 }

@@ -56,20 +56,6 @@ func TestShimSocket(t *testing.T) {
 	}
 }
 
-func TestIsPodUID(t *testing.T) {
-	for s, want := range map[string]bool{
-		"0123456789abcdef0123456789abcdef":     true,
-		"6c9b1e4a-1f2d-4c3b-9a8e-7d6f5e4c3b2a": true,
-		"":                                     false,
-		"not-a-uid":                            false,
-		"abc/def":                              false,
-	} {
-		if got := isPodUID(s); got != want {
-			t.Errorf("isPodUID(%q) = %v, want %v", s, got, want)
-		}
-	}
-}
-
 func TestOwnLease(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	expire := map[string]string{gcExpireLabel: now.Add(time.Hour).Format(time.RFC3339)}

@@ -318,20 +318,23 @@ func (r *Runtime) PodLogDir(namespace, name, uid string) string {
 	return filepath.Join(r.cfg.PodLogsDir, namespace+"_"+name+"_"+uid)
 }
 
-// RemovePodFiles removes a pod's state directory, logs and cgroups once
-// the pod is gone. What is mounted in the state directory (Memory
-// emptyDirs) is unmounted first; if that fails the directory is kept, as
-// removing files from a live mount would empty it without freeing it.
+// RemovePodFiles removes a pod's logs, cgroups and state directory once
+// the pod is gone. The state directory goes last, and only once the rest
+// is gone: it is the record SweepPodFiles finds a pod's leftovers by. What
+// is mounted in it (Memory emptyDirs) is unmounted first; if that fails
+// the directory is kept, as removing files from a live mount would empty
+// it without freeing it.
 func (r *Runtime) RemovePodFiles(ctx context.Context, namespace, name, uid string) error {
-	dirErr := unmountPodVolumes(r.PodDir(uid))
-	if dirErr == nil {
-		dirErr = os.RemoveAll(r.PodDir(uid))
-	}
-	return errors.Join(
-		dirErr,
+	if err := errors.Join(
 		os.RemoveAll(r.PodLogDir(namespace, name, uid)),
 		r.removePodCgroups(ctx, uid),
-	)
+	); err != nil {
+		return err
+	}
+	if err := unmountPodVolumes(r.PodDir(uid)); err != nil {
+		return err
+	}
+	return os.RemoveAll(r.PodDir(uid))
 }
 
 // newID returns a fresh containerd object ID.
