@@ -38,7 +38,7 @@ func TestSweepPodFiles(t *testing.T) {
 	for path, want := range map[string]bool{
 		h.rt.PodDir(orphan): false, h.rt.PodLogDir("default", "gone-n", orphan): false,
 		h.rt.PodDir(wanted): true, h.rt.PodLogDir("default", "wanted-n", wanted): true,
-		h.rt.PodDir(string(live.UID)): true,
+		h.rt.PodDir(string(live.UID)):                     true,
 		h.rt.PodLogDir("kube-system", "etcd-n", kubelets): true,
 	} {
 		if _, err := os.Stat(path); (err == nil) != want {
