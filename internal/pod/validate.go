@@ -107,14 +107,15 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	}
 	names := sets.New[string]()
 	hostPorts := sets.New[string]()
+	all := containerNames(s)
 	for i := range s.InitContainers {
 		v.container(&s.InitContainers[i], p.Child("initContainers").Index(i), containerContext{
-			init: true, spec: s, volumes: volumes, names: names, hostPorts: hostPorts,
+			init: true, spec: s, volumes: volumes, all: all, names: names, hostPorts: hostPorts,
 		})
 	}
 	for i := range s.Containers {
 		v.container(&s.Containers[i], p.Child("containers").Index(i), containerContext{
-			spec: s, volumes: volumes, names: names, hostPorts: hostPorts,
+			spec: s, volumes: volumes, all: all, names: names, hostPorts: hostPorts,
 		})
 	}
 	if len(s.EphemeralContainers) > 0 {
@@ -309,6 +310,7 @@ type containerContext struct {
 	init      bool
 	spec      *v1.PodSpec
 	volumes   volumeSet
+	all       sets.Set[string] // every container name, init and app
 	names     sets.Set[string] // container names so far, init and app
 	hostPorts sets.Set[string] // hostIP/protocol/port so far
 }
@@ -370,7 +372,7 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 	}
 
 	v.ports(c, p.Child("ports"), cc)
-	v.env(c, p, cc.spec)
+	v.env(c, p, cc.all)
 	v.mounts(c, p, cc.volumes)
 	v.resources(&c.Resources, p.Child("resources"))
 }
@@ -411,7 +413,7 @@ func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
 	}
 }
 
-func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
+func (v *validator) env(c *v1.Container, p *field.Path, containers sets.Set[string]) {
 	for i, e := range c.Env {
 		ep := p.Child("env").Index(i)
 		// The apiserver accepts any printable ASCII but '=' in a name
@@ -435,7 +437,7 @@ func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
 		if vf.ResourceFieldRef != nil {
 			n++
 			v.resourceFieldRef(vf.ResourceFieldRef, vp.Child("resourceFieldRef"))
-			if name := vf.ResourceFieldRef.ContainerName; name != "" && !hasContainer(s, name) {
+			if name := vf.ResourceFieldRef.ContainerName; name != "" && !containers.Has(name) {
 				v.addErrs(field.NotFound(vp.Child("resourceFieldRef", "containerName"), name))
 			}
 		}
@@ -469,15 +471,17 @@ func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
 	}
 }
 
-func hasContainer(s *v1.PodSpec, name string) bool {
+// containerNames returns the names of the pod's init and app containers,
+// looked up once per env var: a scan per lookup would cost time quadratic
+// in the manifest.
+func containerNames(s *v1.PodSpec) sets.Set[string] {
+	names := sets.New[string]()
 	for _, list := range [][]v1.Container{s.InitContainers, s.Containers} {
 		for _, c := range list {
-			if c.Name == name {
-				return true
-			}
+			names.Insert(c.Name)
 		}
 	}
-	return false
+	return names
 }
 
 func (v *validator) mounts(c *v1.Container, p *field.Path, volumes volumeSet) {
