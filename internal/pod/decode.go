@@ -215,7 +215,7 @@ func decodeDocument(file string, doc document, steps *int) ([]decodedPod, ErrorL
 		_, jsErr = sigsyaml.YAMLToJSONStrict(doc.data)
 	}
 	if jsErr != nil && treeErr != nil {
-		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+		return nil, ErrorList{syntaxError(file, doc, jsErr)}
 	}
 	var top *yaml.Node
 	if treeErr == nil && root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -225,7 +225,7 @@ func decodeDocument(file string, doc document, steps *int) ([]decodedPod, ErrorL
 		return nil, nil // only comments, or nothing
 	}
 	if jsErr != nil && top == nil {
-		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+		return nil, ErrorList{syntaxError(file, doc, jsErr)}
 	}
 
 	lines := newLineIndex(steps)
@@ -278,7 +278,7 @@ func decodeDocument(file string, doc document, steps *int) ([]decodedPod, ErrorL
 		}
 	}
 	if jsErr != nil {
-		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+		return nil, ErrorList{syntaxError(file, doc, jsErr)}
 	}
 
 	dec := json.NewDecoder(bytes.NewReader(js))
@@ -388,15 +388,17 @@ var (
 	yamlPrefixRe = regexp.MustCompile(`^(error converting YAML to JSON: )?(yaml: )?(unmarshal errors:\s*)?`)
 )
 
-// syntaxError turns a YAML library error into an Error with the file line.
-func syntaxError(file string, offset int, err error) *Error {
+// syntaxError turns a YAML library error in doc into an Error with the file
+// line. The library can name the line after the last one, when the document
+// ends in the middle of something: that is the document's last line.
+func syntaxError(file string, doc document, err error) *Error {
 	msg := strings.TrimSpace(err.Error())
 	msg = yamlPrefixRe.ReplaceAllString(msg, "")
 	line := 0
 	if m := yamlLineRe.FindStringSubmatchIndex(msg); m != nil {
 		line, _ = strconv.Atoi(msg[m[2]:m[3]])
 		msg = msg[:m[0]] + msg[m[1]:]
-		line += offset
+		line = doc.offset + min(line, 1+bytes.Count(doc.data, []byte("\n")))
 	}
 	msg = strings.Join(strings.Fields(msg), " ")
 	return &Error{File: file, Line: line, Msg: "invalid YAML: " + msg}
