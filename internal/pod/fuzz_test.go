@@ -75,7 +75,7 @@ func checkDecoded(t *testing.T, data string, opts Options, pods []*Pod, err erro
 		if !errors.As(err, &list) || len(list) == 0 {
 			t.Fatalf("Decode error %v (%T), want a non-empty ErrorList", err, err)
 		}
-		lines := strings.Count(data, "\n") + 1
+		lines := yamlLines(data)
 		for _, e := range list {
 			if e.File != fuzzFile || e.Msg == "" || e.Line < 0 || e.Line > lines {
 				t.Errorf("error %+v: want file %q, a message and a line in [0, %d]", *e, fuzzFile, lines)
@@ -102,6 +102,20 @@ func checkDecoded(t *testing.T, data string, opts Options, pods []*Pod, err erro
 		}
 		keys[p.Key()] = true
 	}
+}
+
+// yamlLines counts the lines of data as YAML does: a line ends at \n, \r,
+// \r\n and the Unicode line breaks NEL, LS and PS, so that "\r0" has two.
+func yamlLines(data string) int {
+	data = strings.ReplaceAll(data, "\r\n", "\n")
+	n := 1
+	for _, r := range data {
+		switch r {
+		case '\n', '\r', '\u0085', '\u2028', '\u2029':
+			n++
+		}
+	}
+	return n
 }
 
 // checkRoundTrip writes p out as a manifest, JSON and YAML, with its name as
