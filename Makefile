@@ -10,7 +10,7 @@ DEB     := bin/staticlet_$(GOARCH).deb
 export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build deb deps test test-containerd test-stress bench demo demo-stop lint clean
+.PHONY: all build deb deps test fuzz test-containerd test-stress bench demo demo-stop lint clean
 
 all: build
 
@@ -40,7 +40,24 @@ deps:
 test: deps build deb
 	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m ./...
 	cd packaging && $(GO) test -count=1 ./...
+	$(MAKE) fuzz
 	$(MAKE) test-containerd
+
+# Each fuzz target for FUZZTIME, one after the other (go test -fuzz takes
+# one target at a time) and on one core, as other work shares the machine.
+# Their seed corpora already ran in test. An input that fails is written
+# to its package's testdata/fuzz, where every go test runs it from then on:
+# commit it with the fix. Minimizing a new input is cut short, so that the
+# time goes to fuzzing. The first run builds the instrumented packages,
+# which takes minutes; later runs find them in the build cache.
+FUZZTIME ?= 20s
+FUZZ_TARGETS := ./internal/pod:FuzzDecode ./internal/watch:FuzzURLBody ./cmd/staticlet:FuzzKubeletConfig
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; \
+		echo "=== fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz '^'"$$name"'$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s -parallel 1 $$pkg || exit 1; \
+	done
 
 # The packages whose tests talk to a private containerd, run once for each
 # containerd release in internal/ctrdtest's Releases (built from the Go

@@ -144,38 +144,43 @@ func compareConfigs(got, want runConfig) string {
 	return b.String()
 }
 
+// kubeletConfigHead starts a KubeletConfiguration.
+const kubeletConfigHead = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+// kubeletConfigFieldCases are the inputs of TestParseKubeletConfigFields (each
+// after kubeletConfigHead) and seeds of FuzzKubeletConfig.
+var kubeletConfigFieldCases = []struct {
+	name string
+	body string
+	want runConfig
+}{
+	{"empty", "", runConfig{}},
+	{"paths absolute and relative", "staticPodPath: /etc/kubernetes/manifests\npodLogsDir: logs\nresolvConf: r.conf\n",
+		runConfig{manifestDir: "/etc/kubernetes/manifests", podLogsDir: "/cfg/logs", resolvConf: "/cfg/r.conf"}},
+	{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{resolvConf: os.DevNull}},
+	{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
+		runConfig{manifestURL: "https://example.test/pods", manifestURLHeaders: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
+			httpCheckFrequency: time.Minute}},
+	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
+		runConfig{fileCheckFrequency: 5 * time.Second, logMaxSize: "5Mi", logMaxFiles: 3}},
+	{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", runConfig{}},
+	{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
+	{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
+	{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
+	{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{cgroupsPerQOS: true}},
+	{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
+		runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
+			unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}},
+	{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{podPidsLimit: 4096}},
+	{"systemd driver", "cgroupDriver: systemd\n", runConfig{cgroupDriver: "systemd"}},
+}
+
 // TestParseKubeletConfigFields covers each honoured field and the
 // kubelet's defaulting of the healthz pair.
 func TestParseKubeletConfigFields(t *testing.T) {
-	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-	tests := []struct {
-		name string
-		body string
-		want runConfig
-	}{
-		{"empty", "", runConfig{}},
-		{"paths absolute and relative", "staticPodPath: /etc/kubernetes/manifests\npodLogsDir: logs\nresolvConf: r.conf\n",
-			runConfig{manifestDir: "/etc/kubernetes/manifests", podLogsDir: "/cfg/logs", resolvConf: "/cfg/r.conf"}},
-		{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{resolvConf: os.DevNull}},
-		{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
-			runConfig{manifestURL: "https://example.test/pods", manifestURLHeaders: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
-				httpCheckFrequency: time.Minute}},
-		{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
-			runConfig{fileCheckFrequency: 5 * time.Second, logMaxSize: "5Mi", logMaxFiles: 3}},
-		{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", runConfig{}},
-		{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
-		{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
-		{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
-		{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{cgroupsPerQOS: true}},
-		{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
-			runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
-				unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}},
-		{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{podPidsLimit: 4096}},
-		{"systemd driver", "cgroupDriver: systemd\n", runConfig{cgroupDriver: "systemd"}},
-	}
-	for _, tt := range tests {
+	for _, tt := range kubeletConfigFieldCases {
 		t.Run(tt.name, func(t *testing.T) {
-			cf, err := parseKubeletConfig("/cfg/c.yaml", []byte(head+tt.body))
+			cf, err := parseKubeletConfig("/cfg/c.yaml", []byte(kubeletConfigHead+tt.body))
 			if err != nil {
 				t.Fatalf("parseKubeletConfig: %v", err)
 			}
@@ -191,26 +196,28 @@ func TestParseKubeletConfigFields(t *testing.T) {
 	}
 }
 
+// kubeletConfigErrorCases are the inputs of TestParseKubeletConfigErrors and
+// seeds of FuzzKubeletConfig.
+var kubeletConfigErrorCases = []struct {
+	name, body, want string
+}{
+	{"not yaml", kubeletConfigHead + "maxPods: [\n", "c.yaml"},
+	{"not an object", "- a\n", "want a KubeletConfiguration object"},
+	{"wrong kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
+	{"wrong version", "apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", `apiVersion "kubelet.config.k8s.io/v1alpha1"`},
+	{"no apiVersion", "kind: KubeletConfiguration\n", `apiVersion ""`},
+	{"wrong type", kubeletConfigHead + "maxPods: many\n", "maxPods: cannot be a string"},
+	{"bad duration", kubeletConfigHead + "fileCheckFrequency: soon\n", "soon"},
+	{"bad cgroup driver", kubeletConfigHead + "cgroupDriver: none\n", `cgroupDriver "none"`},
+	{"negative maxPods", kubeletConfigHead + "maxPods: -1\n", "maxPods -1"},
+	{"healthzPort out of range", kubeletConfigHead + "healthzPort: 70000\n", "healthzPort 70000"},
+	{"critical share beyond the grace period", kubeletConfigHead + "shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n", "longer than the whole"},
+	{"negative grace period", kubeletConfigHead + "shutdownGracePeriod: -10s\n", "must not be negative"},
+	{"grace period under a second", kubeletConfigHead + "shutdownGracePeriod: 500ms\n", "at least 1s"},
+}
+
 func TestParseKubeletConfigErrors(t *testing.T) {
-	const head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
-	tests := []struct {
-		name, body, want string
-	}{
-		{"not yaml", head + "maxPods: [\n", "c.yaml"},
-		{"not an object", "- a\n", "want a KubeletConfiguration object"},
-		{"wrong kind", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeProxyConfiguration\n", `kind "KubeProxyConfiguration"`},
-		{"wrong version", "apiVersion: kubelet.config.k8s.io/v1alpha1\nkind: KubeletConfiguration\n", `apiVersion "kubelet.config.k8s.io/v1alpha1"`},
-		{"no apiVersion", "kind: KubeletConfiguration\n", `apiVersion ""`},
-		{"wrong type", head + "maxPods: many\n", "maxPods: cannot be a string"},
-		{"bad duration", head + "fileCheckFrequency: soon\n", "soon"},
-		{"bad cgroup driver", head + "cgroupDriver: none\n", `cgroupDriver "none"`},
-		{"negative maxPods", head + "maxPods: -1\n", "maxPods -1"},
-		{"healthzPort out of range", head + "healthzPort: 70000\n", "healthzPort 70000"},
-		{"critical share beyond the grace period", head + "shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n", "longer than the whole"},
-		{"negative grace period", head + "shutdownGracePeriod: -10s\n", "must not be negative"},
-		{"grace period under a second", head + "shutdownGracePeriod: 500ms\n", "at least 1s"},
-	}
-	for _, tt := range tests {
+	for _, tt := range kubeletConfigErrorCases {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseKubeletConfig("/cfg/c.yaml", []byte(tt.body))
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "c.yaml") {

@@ -45,7 +45,19 @@ type Options struct {
 // The file is taken whole: if any part of it is invalid, Decode returns no
 // pods and an ErrorList with every problem found, each with its field path
 // and, when known, its line.
+//
+// Decode takes time linear in the size of data, whatever it holds.
 func Decode(path string, data []byte, opts Options) ([]*Pod, error) {
+	var steps int
+	return decode(path, data, opts, &steps)
+}
+
+// decode is Decode, counting in steps the work whose amount the input
+// decides: the nodes and mapping entries of the schema walk, and the
+// mapping entries indexed and path segments followed to find lines. A test
+// checks that steps grow linearly with the input, whatever it holds; the
+// YAML libraries and validation have their own checks and tests.
+func decode(path string, data []byte, opts Options, steps *int) ([]*Pod, error) {
 	if opts.NodeName == "" {
 		return nil, fmt.Errorf("decoding %s: no node name given", path)
 	}
@@ -74,7 +86,7 @@ func Decode(path string, data []byte, opts Options) ([]*Pod, error) {
 		lists bool // a document was a list, even an empty one
 	)
 	for _, doc := range splitDocuments(data) {
-		decoded, derrs := decodeDocument(path, doc)
+		decoded, derrs := decodeDocument(path, doc, steps)
 		errs = append(errs, derrs...)
 		lists = lists || decoded != nil && len(decoded) == 0
 		for _, d := range decoded {
@@ -155,6 +167,7 @@ type decodedPod struct {
 	node   *yaml.Node // the pod's node, nil when the YAML tree is unavailable
 	prefix string     // field path of the pod in its document ("items[2]." in a list)
 	offset int
+	lines  *lineIndex // shared by the pods of a document
 }
 
 // line returns the file line of the field at path (relative to the pod), or
@@ -163,7 +176,7 @@ func (d *decodedPod) line(path string) int {
 	if d.node == nil {
 		return 0
 	}
-	return d.offset + lineOf(d.node, path)
+	return d.offset + d.lines.lineOf(d.node, path)
 }
 
 // podDoc is a Pod as decoded from a manifest; its Status shadows the Pod's
@@ -183,7 +196,8 @@ type podListDoc struct {
 // decodeDocument decodes the Pods of one document strictly. A document with
 // nothing in it gives neither pods nor errors; a list with no items gives a
 // non-nil empty slice, so that Decode can tell the two apart.
-func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
+// steps counts the work, as for decode.
+func decodeDocument(file string, doc document, steps *int) ([]decodedPod, ErrorList) {
 	if bytes.IndexByte(doc.data, '\t') >= 0 && json.Valid(doc.data) {
 		// Tabs in valid JSON are whitespace between tokens (a tab in a string
 		// is escaped), but YAML does not allow them everywhere JSON does.
@@ -201,7 +215,7 @@ func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 		_, jsErr = sigsyaml.YAMLToJSONStrict(doc.data)
 	}
 	if jsErr != nil && treeErr != nil {
-		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+		return nil, ErrorList{syntaxError(file, doc, jsErr)}
 	}
 	var top *yaml.Node
 	if treeErr == nil && root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -211,14 +225,15 @@ func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 		return nil, nil // only comments, or nothing
 	}
 	if jsErr != nil && top == nil {
-		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+		return nil, ErrorList{syntaxError(file, doc, jsErr)}
 	}
 
+	lines := newLineIndex(steps)
 	at := func(path string) int {
 		if top == nil {
 			return 0
 		}
-		return doc.offset + lineOf(top, path)
+		return doc.offset + lines.lineOf(top, path)
 	}
 	var h struct {
 		APIVersion any `json:"apiVersion"`
@@ -244,25 +259,26 @@ func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 		return nil, errs
 	}
 	if kind != "Pod" && top != nil {
-		errs = checkItems(file, doc.offset, top, kind)
+		errs = checkItems(file, top, kind, at)
 		if len(errs) > 0 {
 			return nil, errs
 		}
 	}
 
 	if top != nil {
-		sc := newSchemaChecker(file, doc.offset)
+		sc := newSchemaChecker(file, doc.offset, len(doc.data))
 		if kind == "Pod" {
 			sc.check(top, typePod, "")
 		} else {
 			sc.check(top, typePodList, "")
 		}
+		*steps += sc.nodes
 		if len(sc.errs) > 0 {
 			return nil, sc.errs
 		}
 	}
 	if jsErr != nil {
-		return nil, ErrorList{syntaxError(file, doc.offset, jsErr)}
+		return nil, ErrorList{syntaxError(file, doc, jsErr)}
 	}
 
 	dec := json.NewDecoder(bytes.NewReader(js))
@@ -272,7 +288,7 @@ func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 		if err := dec.Decode(&p); err != nil {
 			return nil, ErrorList{jsonError(file, err)}
 		}
-		return []decodedPod{{pod: &p.Pod, node: top, offset: doc.offset}}, nil
+		return []decodedPod{{pod: &p.Pod, node: top, offset: doc.offset, lines: lines}}, nil
 	}
 	var l podListDoc
 	if err := dec.Decode(&l); err != nil {
@@ -284,7 +300,7 @@ func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 	}
 	pods := make([]decodedPod, len(l.Items))
 	for i := range l.Items {
-		pods[i] = decodedPod{pod: &l.Items[i].Pod, prefix: "items[" + strconv.Itoa(i) + "].", offset: doc.offset}
+		pods[i] = decodedPod{pod: &l.Items[i].Pod, prefix: "items[" + strconv.Itoa(i) + "].", offset: doc.offset, lines: lines}
 		if items != nil && items.Kind == yaml.SequenceNode && i < len(items.Content) {
 			pods[i].node = items.Content[i]
 		}
@@ -294,8 +310,9 @@ func decodeDocument(file string, doc document) ([]decodedPod, ErrorList) {
 
 // checkItems checks that the items of a list are v1 Pods: a List may hold
 // anything, and an item of another kind would otherwise be judged against the
-// Pod schema. A PodList's items may leave apiVersion and kind out.
-func checkItems(file string, offset int, top *yaml.Node, kind string) ErrorList {
+// Pod schema. A PodList's items may leave apiVersion and kind out. at gives
+// the file line of a field path.
+func checkItems(file string, top *yaml.Node, kind string, at func(path string) int) ErrorList {
 	items := valueOf(top, "items")
 	if items == nil || items.Kind != yaml.SequenceNode {
 		return nil // the schema check reports it
@@ -308,11 +325,11 @@ func checkItems(file string, offset int, top *yaml.Node, kind string) ErrorList 
 		p := "items[" + strconv.Itoa(i) + "]"
 		av, k := scalarOf(item, "apiVersion"), scalarOf(item, "kind")
 		if k != "Pod" && (kind == "List" || k != nil) {
-			errs = append(errs, &Error{File: file, Line: offset + lineOf(top, p+".kind"), Field: p + ".kind", Msg: fmt.Sprintf("must be Pod, got %s", show(k))})
+			errs = append(errs, &Error{File: file, Line: at(p + ".kind"), Field: p + ".kind", Msg: fmt.Sprintf("must be Pod, got %s", show(k))})
 			continue
 		}
 		if av != "v1" && (kind == "List" || av != nil) {
-			errs = append(errs, &Error{File: file, Line: offset + lineOf(top, p+".apiVersion"), Field: p + ".apiVersion", Msg: fmt.Sprintf("must be v1, got %s", show(av))})
+			errs = append(errs, &Error{File: file, Line: at(p + ".apiVersion"), Field: p + ".apiVersion", Msg: fmt.Sprintf("must be v1, got %s", show(av))})
 		}
 	}
 	return errs
@@ -371,15 +388,17 @@ var (
 	yamlPrefixRe = regexp.MustCompile(`^(error converting YAML to JSON: )?(yaml: )?(unmarshal errors:\s*)?`)
 )
 
-// syntaxError turns a YAML library error into an Error with the file line.
-func syntaxError(file string, offset int, err error) *Error {
+// syntaxError turns a YAML library error in doc into an Error with the file
+// line. The library can name the line after the last one, when the document
+// ends in the middle of something: that is the document's last line.
+func syntaxError(file string, doc document, err error) *Error {
 	msg := strings.TrimSpace(err.Error())
 	msg = yamlPrefixRe.ReplaceAllString(msg, "")
 	line := 0
 	if m := yamlLineRe.FindStringSubmatchIndex(msg); m != nil {
 		line, _ = strconv.Atoi(msg[m[2]:m[3]])
 		msg = msg[:m[0]] + msg[m[1]:]
-		line += offset
+		line = doc.offset + min(line, 1+bytes.Count(doc.data, []byte("\n")))
 	}
 	msg = strings.Join(strings.Fields(msg), " ")
 	return &Error{File: file, Line: line, Msg: "invalid YAML: " + msg}

@@ -54,6 +54,12 @@ var decodeCases = []struct {
 		wantErr: []string{"two.yaml:17: invalid YAML"},
 	},
 	{
+		name:    "yaml syntax error at the end of a file without a final newline",
+		file:    "end.yaml",
+		data:    "apiVersion: v1\nkind",
+		wantErr: []string{"end.yaml:2: invalid YAML"},
+	},
+	{
 		name:    "unknown field",
 		file:    "web.yaml",
 		data:    strings.Replace(webPod, "    image: nginx:1.27\n", "    image: nginx:1.27\n    imagePullPolcy: Always\n", 1),
@@ -321,18 +327,6 @@ func TestErrorFormat(t *testing.T) {
 			t.Errorf("Error() = %q, want %q", got, tc.want)
 		}
 	}
-}
-
-func FuzzDecode(f *testing.F) {
-	for _, tc := range decodeCases {
-		f.Add(tc.data)
-	}
-	f.Fuzz(func(t *testing.T, data string) {
-		pods, err := Decode("fuzz.yaml", []byte(data), testOpts)
-		if (err == nil) == (len(pods) == 0) {
-			t.Errorf("Decode = %d pods, error %v: want pods or an error", len(pods), err)
-		}
-	})
 }
 
 // TestDecodeEmptyList checks AllowEmptyList: an empty PodList or List is no

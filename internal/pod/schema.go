@@ -21,10 +21,18 @@ import (
 // wrong type, the node tree has both. It reports only what the decoder would
 // also reject; anything it cannot judge it leaves to the decoder.
 
-// maxNodes bounds the walk, so that aliases expanding into a huge tree (a
-// "billion laughs" document) cost bounded time. The decoder has its own
-// limits and rejects such documents.
-const maxNodes = 1 << 20
+// The walk is bounded, so that aliases expanding into a huge tree (a
+// "billion laughs" document) or merge keys naming one large mapping many
+// times cost time linear in the document: it visits at most nodesPerByte
+// nodes and mapping entries per byte of the document, and never more than
+// maxNodes. Real manifests need about one for every ten bytes; the rest
+// allows for aliases that repeat parts of a document. The YAML library has
+// limits of its own and rejects most such documents too.
+const (
+	maxNodes     = 1 << 20
+	nodesPerByte = 4
+	minNodes     = 256 // the budget of a tiny document
+)
 
 // Types whose JSON form is decided by their own UnmarshalJSON.
 var (
@@ -53,18 +61,37 @@ type structField struct {
 	typ reflect.Type
 }
 
-// schemaChecker holds the state of one walk: the errors found so far and a
-// cache of struct field tables.
+// schemaChecker holds the state of one walk: the errors found so far, the
+// work done and a cache of struct field tables.
 type schemaChecker struct {
 	file   string
 	offset int // lines of the file before the document
 	errs   ErrorList
-	nodes  int
+	nodes  int // nodes and mapping entries visited
+	budget int // the most nodes may reach
 	fields map[reflect.Type]map[string]structField
 }
 
-func newSchemaChecker(file string, offset int) *schemaChecker {
-	return &schemaChecker{file: file, offset: offset, fields: map[reflect.Type]map[string]structField{}}
+// newSchemaChecker returns a checker for a document of size bytes.
+func newSchemaChecker(file string, offset, size int) *schemaChecker {
+	return &schemaChecker{
+		file: file, offset: offset,
+		budget: min(maxNodes, minNodes+nodesPerByte*size),
+		fields: map[reflect.Type]map[string]structField{},
+	}
+}
+
+// visit counts one node or mapping entry against the budget and reports
+// whether the walk may go on; the first time it may not, it records why.
+func (c *schemaChecker) visit(n *yaml.Node, path string) bool {
+	c.nodes++
+	if c.nodes <= c.budget {
+		return true
+	}
+	if c.nodes == c.budget+1 {
+		c.errorf(n, path, "document too large or too deeply aliased: its aliases and merge keys expand it beyond %d nodes", c.budget)
+	}
+	return false
 }
 
 func (c *schemaChecker) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -73,11 +100,7 @@ func (c *schemaChecker) errorf(n *yaml.Node, path, format string, args ...any) {
 
 // check walks n against t; path is n's field path.
 func (c *schemaChecker) check(n *yaml.Node, t reflect.Type, path string) {
-	c.nodes++
-	if c.nodes > maxNodes {
-		if c.nodes == maxNodes+1 {
-			c.errorf(n, path, "document too large or too deeply aliased")
-		}
+	if !c.visit(n, path) {
 		return
 	}
 	if n.Kind == yaml.AliasNode {
@@ -200,7 +223,7 @@ func (c *schemaChecker) checkMap(n *yaml.Node, t reflect.Type, path string) {
 		return
 	}
 	seen := map[string]bool{}
-	c.eachPair(n, func(k, v *yaml.Node) {
+	c.eachPair(n, path, func(k, v *yaml.Node) {
 		if k.Kind != yaml.ScalarNode {
 			c.errorf(k, path, "expected a string key, got %s", describe(k))
 			return
@@ -222,7 +245,7 @@ func (c *schemaChecker) checkStruct(n *yaml.Node, t reflect.Type, path string) {
 	}
 	fields := c.fieldsOf(t)
 	seen := map[string]bool{}
-	c.eachPair(n, func(k, v *yaml.Node) {
+	c.eachPair(n, path, func(k, v *yaml.Node) {
 		if k.Kind != yaml.ScalarNode {
 			c.errorf(k, path, "expected a field name, got %s", describe(k))
 			return
@@ -247,12 +270,16 @@ func (c *schemaChecker) checkStruct(n *yaml.Node, t reflect.Type, path string) {
 
 // eachPair calls fn for each key and value of mapping n, then for those of
 // the mappings it merges (<<: *anchor) whose keys it does not set itself:
-// keys given in place override merged ones.
-func (c *schemaChecker) eachPair(n *yaml.Node, fn func(k, v *yaml.Node)) {
+// keys given in place override merged ones. Every entry counts against the
+// budget, also a merged one that is overridden. path is n's field path.
+func (c *schemaChecker) eachPair(n *yaml.Node, path string, fn func(k, v *yaml.Node)) {
 	own := map[string]bool{}
 	var merges []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if !c.visit(k, path) {
+			return
+		}
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
 			merges = append(merges, v)
 			continue
@@ -261,7 +288,7 @@ func (c *schemaChecker) eachPair(n *yaml.Node, fn func(k, v *yaml.Node)) {
 		fn(k, v)
 	}
 	for _, m := range merges {
-		c.eachMerged(m, func(k, v *yaml.Node) {
+		c.eachMerged(m, path, func(k, v *yaml.Node) {
 			if !own[k.Value] {
 				own[k.Value] = true
 				fn(k, v)
@@ -270,19 +297,18 @@ func (c *schemaChecker) eachPair(n *yaml.Node, fn func(k, v *yaml.Node)) {
 	}
 }
 
-func (c *schemaChecker) eachMerged(v *yaml.Node, fn func(k, v *yaml.Node)) {
-	c.nodes++
-	if c.nodes > maxNodes {
+func (c *schemaChecker) eachMerged(v *yaml.Node, path string, fn func(k, v *yaml.Node)) {
+	if !c.visit(v, path) {
 		return
 	}
 	switch {
 	case v.Kind == yaml.AliasNode && v.Alias != nil:
-		c.eachMerged(v.Alias, fn)
+		c.eachMerged(v.Alias, path, fn)
 	case v.Kind == yaml.MappingNode:
-		c.eachPair(v, fn)
+		c.eachPair(v, path, fn)
 	case v.Kind == yaml.SequenceNode:
 		for _, m := range v.Content {
-			c.eachMerged(m, fn)
+			c.eachMerged(m, path, fn)
 		}
 	}
 }
@@ -379,22 +405,34 @@ func kindName(t reflect.Type) string {
 	}
 }
 
+// lineIndex finds the lines of field paths in YAML trees. It indexes the
+// keys of a mapping the first time a path goes through it, so that the
+// lines of many problems (one per key of a large mapping, one per item of a
+// long list) cost time linear in the document rather than quadratic.
+type lineIndex struct {
+	keys  map[*yaml.Node]map[string]int // mapping -> key -> index of its value in Content
+	steps *int                          // counts mapping entries indexed and path segments followed
+}
+
+func newLineIndex(steps *int) *lineIndex {
+	return &lineIndex{keys: map[*yaml.Node]map[string]int{}, steps: steps}
+}
+
 // lineOf returns the line of the node that path (in Kubernetes notation,
 // relative to root) points at, or of its deepest existing ancestor when the
 // field itself is absent (a missing image is reported on its container).
-func lineOf(root *yaml.Node, path string) int {
+func (x *lineIndex) lineOf(root *yaml.Node, path string) int {
 	n, line := root, root.Line
 	for _, seg := range splitPath(path) {
+		(*x.steps)++
 		for n.Kind == yaml.AliasNode && n.Alias != nil {
 			n = n.Alias
 		}
 		var next, at *yaml.Node
 		switch n.Kind {
 		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == seg {
-					at, next = n.Content[i], n.Content[i+1]
-				}
+			if i, ok := x.index(n)[seg]; ok {
+				at, next = n.Content[i-1], n.Content[i]
 			}
 		case yaml.SequenceNode:
 			if i, err := strconv.Atoi(seg); err == nil && i >= 0 && i < len(n.Content) {
@@ -407,6 +445,20 @@ func lineOf(root *yaml.Node, path string) int {
 		n, line = next, at.Line
 	}
 	return line
+}
+
+// index returns the keys of mapping n; of a key given twice, the last.
+func (x *lineIndex) index(n *yaml.Node) map[string]int {
+	if m, ok := x.keys[n]; ok {
+		return m
+	}
+	m := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		(*x.steps)++
+		m[n.Content[i].Value] = i + 1
+	}
+	x.keys[n] = m
+	return m
 }
 
 // splitPath splits "spec.containers[0].env[FOO]" into its segments.

@@ -115,17 +115,18 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 		v.addErrs(field.Required(p.Child("containers"), "a pod needs at least one container"))
 	}
 	names := sets.New[string]()
+	all := containerNames(s)
 	for i := range s.InitContainers {
 		// Init containers are checked each on its own for host port
 		// clashes, as the apiserver does: they run one after another.
 		v.container(&s.InitContainers[i], p.Child("initContainers").Index(i), containerContext{
-			init: true, spec: s, volumes: volumes, names: names, hostPorts: sets.New[string](),
+			init: true, spec: s, volumes: volumes, all: all, names: names, hostPorts: sets.New[string](),
 		})
 	}
 	hostPorts := sets.New[string]()
 	for i := range s.Containers {
 		v.container(&s.Containers[i], p.Child("containers").Index(i), containerContext{
-			spec: s, volumes: volumes, names: names, hostPorts: hostPorts,
+			spec: s, volumes: volumes, all: all, names: names, hostPorts: hostPorts,
 		})
 	}
 	if len(s.EphemeralContainers) > 0 {
@@ -343,6 +344,7 @@ type containerContext struct {
 	init      bool
 	spec      *v1.PodSpec
 	volumes   volumeSet
+	all       sets.Set[string] // every container name, init and app
 	names     sets.Set[string] // container names so far, init and app
 	hostPorts sets.Set[string] // hostIP/protocol/port so far: the container's own, an app container's and those before it
 }
@@ -398,7 +400,7 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 	}
 
 	v.ports(c, p.Child("ports"), cc)
-	v.env(c, p, cc.spec)
+	v.env(c, p, cc.all)
 	v.mounts(c, p, cc.volumes)
 	v.resources(&c.Resources, p.Child("resources"))
 	v.containerSecurity(c.SecurityContext, p.Child("securityContext"), cc.spec)
@@ -439,7 +441,7 @@ func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
 	}
 }
 
-func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
+func (v *validator) env(c *v1.Container, p *field.Path, containers sets.Set[string]) {
 	for i, e := range c.Env {
 		ep := p.Child("env").Index(i)
 		// The apiserver accepts any printable ASCII but '=' in a name
@@ -463,7 +465,7 @@ func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
 		if vf.ResourceFieldRef != nil {
 			n++
 			v.resourceFieldRef(vf.ResourceFieldRef, vp.Child("resourceFieldRef"))
-			if name := vf.ResourceFieldRef.ContainerName; name != "" && !hasContainer(s, name) {
+			if name := vf.ResourceFieldRef.ContainerName; name != "" && !containers.Has(name) {
 				v.addErrs(field.NotFound(vp.Child("resourceFieldRef", "containerName"), name))
 			}
 		}
@@ -500,15 +502,17 @@ func (v *validator) env(c *v1.Container, p *field.Path, s *v1.PodSpec) {
 	}
 }
 
-func hasContainer(s *v1.PodSpec, name string) bool {
+// containerNames returns the names of the pod's init and app containers,
+// looked up once per env var: a scan per lookup would cost time quadratic
+// in the manifest.
+func containerNames(s *v1.PodSpec) sets.Set[string] {
+	names := sets.New[string]()
 	for _, list := range [][]v1.Container{s.InitContainers, s.Containers} {
 		for _, c := range list {
-			if c.Name == name {
-				return true
-			}
+			names.Insert(c.Name)
 		}
 	}
-	return false
+	return names
 }
 
 func (v *validator) mounts(c *v1.Container, p *field.Path, volumes volumeSet) {

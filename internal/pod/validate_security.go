@@ -301,7 +301,7 @@ func (v *validator) securityAnnotations(pd *v1.Pod, p *field.Path) {
 			})
 		case strings.HasPrefix(k, v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix):
 			name := strings.TrimPrefix(k, v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix)
-			if !hasContainer(s, name) {
+			if !containerNames(s).Has(name) {
 				v.addErrs(field.Invalid(kp, name, "names no container of this pod"))
 			}
 			if val != "" && val != v1.DeprecatedAppArmorBetaProfileRuntimeDefault && val != v1.DeprecatedAppArmorBetaProfileNameUnconfined &&

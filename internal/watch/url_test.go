@@ -419,21 +419,34 @@ func TestURLSizeLimitDefault(t *testing.T) {
 	}
 }
 
-// fakeTransport answers every request with a fixed body, recording when
-// each request was made; it lets the poll timing run in a synctest bubble
-// with no real connections.
+// fakeTransport answers every request with a 200 and a body, recording
+// when each request was made; it lets the poll timing run in a synctest
+// bubble, and the fuzz test send any body, with no real connections.
 type fakeTransport struct {
 	mu    sync.Mutex
 	times []time.Time
+	// bodies are served in turn, the last one again once they run out;
+	// none means "name: a". unsized sends them without a Content-Length,
+	// as a streamed response.
+	bodies  []string
+	unsized bool
 }
 
 func (f *fakeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	f.times = append(f.times, time.Now())
+	body := "name: a"
+	if len(f.bodies) > 0 {
+		body = f.bodies[min(len(f.times), len(f.bodies))-1]
+	}
+	size := int64(len(body))
+	if f.unsized {
+		size = -1
+	}
 	f.mu.Unlock()
 	return &http.Response{
-		StatusCode: http.StatusOK, Status: "200 OK",
-		Header: http.Header{}, Body: io.NopCloser(strings.NewReader("name: a")), Request: r,
+		StatusCode: http.StatusOK, Status: "200 OK", ContentLength: size,
+		Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), Request: r,
 	}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	v1 "k8s.io/api/core/v1"
 )
 
 func TestSysctls(t *testing.T) {
@@ -67,8 +68,12 @@ func TestSecurityOptions(t *testing.T) {
 		podSpec string // extra pod spec fields, indented by two spaces
 		podSC   string
 		ctrSC   string
-		check   func(t *testing.T, s *specs.Spec)
-		wantErr string
+		// unmasked sets procMount Unmasked after decoding, past
+		// validation, which refuses it (it needs hostUsers: false, which
+		// staticlet refuses).
+		unmasked bool
+		check    func(t *testing.T, s *specs.Spec)
+		wantErr  string
 	}{
 		{name: "no seccomp by default", check: func(t *testing.T, s *specs.Spec) {
 			if s.Linux.Seccomp != nil {
@@ -109,8 +114,7 @@ func TestSecurityOptions(t *testing.T) {
 				t.Errorf("groups = %v, want [3000 2000]", s.Process.User.AdditionalGids)
 			}
 		}},
-		// Validation allows Unmasked only in a user namespace of the pod's own.
-		{name: "procMount Unmasked", podSpec: "  hostUsers: false\n", ctrSC: "procMount: Unmasked", check: func(t *testing.T, s *specs.Spec) {
+		{name: "procMount Unmasked", unmasked: true, check: func(t *testing.T, s *specs.Spec) {
 			if len(s.Linux.MaskedPaths) != 0 || len(s.Linux.ReadonlyPaths) != 0 {
 				t.Errorf("masked %v, read-only %v: want none", s.Linux.MaskedPaths, s.Linux.ReadonlyPaths)
 			}
@@ -127,6 +131,10 @@ func TestSecurityOptions(t *testing.T) {
 				y += "    securityContext:\n      " + tt.ctrSC + "\n"
 			}
 			p := decodePod(t, y)
+			if tt.unmasked {
+				unmasked := v1.UnmaskedProcMount
+				p.Spec.Containers[0].SecurityContext = &v1.SecurityContext{ProcMount: &unmasked}
+			}
 			s, err := Container(p, &p.Spec.Containers[0], ContainerOptions{LocalhostSeccomp: []byte(localhost)})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
