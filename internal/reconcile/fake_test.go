@@ -53,6 +53,12 @@ func (c call) String() string {
 		return s
 	case "remove":
 		return "remove " + c.id
+	case "resume":
+		s := "resume " + c.id
+		if c.err != nil {
+			s += " failed"
+		}
+		return s
 	case "files", "delete":
 		return c.op + " " + c.pod.String()
 	case "pull":
@@ -88,7 +94,7 @@ func (l *callLog) all() []call {
 }
 
 // mutations are the ops that change the runtime or remove a pod.
-var mutations = []string{"create", "start", "stop", "hook", "remove", "files", "delete"}
+var mutations = []string{"create", "start", "resume", "stop", "hook", "remove", "files", "delete"}
 
 // fakeRuntime is an in-memory Runtime. It behaves as the sandbox package
 // does where the reconciler can tell: stopping or removing what is gone
@@ -115,6 +121,8 @@ type fakeRuntime struct {
 	pullErr  map[string]error
 	pullGate chan struct{}
 	sweeps   int // SweepOrphans calls
+	// resumeErr, when set, makes ResumeContainer fail.
+	resumeErr error
 }
 
 // fakeHook is how one lifecycle hook behaves in the fake runtime.
@@ -252,6 +260,25 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerReque
 	c.id = rec.ID
 	f.log.add(c)
 	return rec, nil
+}
+
+// ResumeContainer starts a created container, or fails as set by
+// resumeErr. It is logged as "resume <id>".
+func (f *fakeRuntime) ResumeContainer(ctx context.Context, id string) (pod.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := call{op: "resume", id: id, err: f.resumeErr}
+	r, ok := f.recs[id]
+	if c.err == nil && (!ok || r.State != pod.TaskCreated) {
+		f.problems = append(f.problems, fmt.Sprintf("container %s resumed when not half started", id))
+		c.err = fmt.Errorf("container %s cannot be resumed", id)
+	}
+	f.log.add(c)
+	if c.err != nil {
+		return pod.Record{}, c.err
+	}
+	r.State, r.Pid, r.StartedAt = pod.TaskRunning, uint32(100+f.seq), time.Now()
+	return *r, nil
 }
 
 func (f *fakeRuntime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, error) {

@@ -44,6 +44,11 @@ type Runtime interface {
 	// StartContainer starts a container; its image is pulled first if it
 	// is missing, unless its policy is Never.
 	StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error)
+	// ResumeContainer finishes the start of container id, created and
+	// not started (an earlier staticlet died half way), and reports it
+	// running, or exited if a start left under way ran it. An error means
+	// it did not run, and may be removed and started anew.
+	ResumeContainer(ctx context.Context, id string) (pod.Record, error)
 	// StopContainer sends container id its stop signal, then SIGKILL once
 	// grace has passed; it runs no hook.
 	StopContainer(ctx context.Context, id string, grace time.Duration) error

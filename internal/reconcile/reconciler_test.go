@@ -87,20 +87,33 @@ func TestRunAdoptsRunningPod(t *testing.T) {
 }
 
 // TestRunAdoptsHalfStartedContainer: staticlet died between creating a
-// container and starting its task; the next one clears it and starts the
-// same attempt.
+// container and starting its task; the next one finishes starting that
+// container, and only when it cannot, removes it and starts the same
+// attempt anew.
 func TestRunAdoptsHalfStartedContainer(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		p := mkPod(t, podSpec{})
-		recs := runningRecs(p, "old", 2)
-		recs[1].State = pod.TaskCreated
-		h := newHarness(t, Config{}, recs...)
-		h.set(p)
-		h.wantOps(0, "remove old-app", "start app app#2")
-		if cs := containerStatusOf(t, h.status(p), "app"); cs.State.Running == nil || cs.RestartCount != 2 {
-			t.Errorf("app: %s, restartCount %d; want running, 2", stateString(cs.State), cs.RestartCount)
-		}
-	})
+	for _, tt := range []struct {
+		name      string
+		resumeErr error
+		want      []string
+	}{
+		{"resumed", nil, []string{"resume old-app"}},
+		{"cannot be resumed", errors.New("the shim is gone"), []string{"resume old-app failed", "remove old-app", "start app app#2"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				p := mkPod(t, podSpec{})
+				recs := runningRecs(p, "old", 2)
+				recs[1].State = pod.TaskCreated
+				h := newHarness(t, Config{}, recs...)
+				h.rt.resumeErr = tt.resumeErr
+				h.set(p)
+				h.wantOps(0, tt.want...)
+				if cs := containerStatusOf(t, h.status(p), "app"); cs.State.Running == nil || cs.RestartCount != 2 {
+					t.Errorf("app: %s, restartCount %d; want running, 2", stateString(cs.State), cs.RestartCount)
+				}
+			})
+		})
+	}
 }
 
 func TestRunRemovesOrphans(t *testing.T) {

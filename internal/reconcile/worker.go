@@ -713,6 +713,24 @@ func (w *worker) apply(ctx context.Context, p *pod.Pod, sb pod.Record, v view, c
 		// The new spec starts without the old one's backoff.
 		delete(w.streaks, c.Name)
 	case stepClear:
+		// Finished, not replaced: a start an earlier staticlet left under
+		// way may still run it, and a second container would then run
+		// the process twice.
+		rec, err := w.rt.ResumeContainer(ctx, st.id)
+		if err == nil {
+			w.log.Debug("resumed a half-started container", "container", c.Name, "id", rec.ID, "state", rec.State)
+			if rec.State != pod.TaskRunning {
+				return nil // it ran and exited: the next pass decides
+			}
+			delete(w.waiting, c.Name)
+			delete(w.attempts, c.Name)
+			w.event(c.Name, pod.EventNormal, "Started", fmt.Sprintf("Started container %s (%s)", c.Name, shortID(rec.ID)))
+			if c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+				return w.postStart(ctx, rec, pod.ContainerRequest{Pod: p, Sandbox: sb, Container: c, Kind: kind, Attempt: rec.Attempt})
+			}
+			return nil
+		}
+		w.log.Debug("resuming a half-started container; starting a new one", "container", c.Name, "id", st.id, "err", err)
 		if err := w.rt.RemoveContainer(ctx, st.id); err != nil {
 			return err
 		}

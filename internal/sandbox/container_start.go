@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/cio"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -118,13 +117,8 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 			r.undoContainer(ctx, ctr)
 		}
 	}()
-	output := cio.LogFile(logPath)
-	if r.cfg.LogDriverArgs != nil {
-		// The shim runs the driver with the container's pipes: output is
-		// written while staticlet is away, and never waits on it.
-		output = cio.BinaryIO(r.cfg.LogDriver, r.cfg.LogDriverArgs(logPath))
-	}
-	t, err := ctr.NewTask(cctx, output)
+	rec := recordFromLabels(id, labels, time.Now())
+	t, err := ctr.NewTask(cctx, r.containerOutput(rec))
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("creating the task of container %q of pod %s: %w", c.Name, p, err)}
@@ -133,7 +127,6 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
 	}
-	rec := recordFromLabels(id, labels, time.Now())
 	rec.State = pod.TaskRunning
 	rec.Pid = t.Pid()
 	return rec, nil
