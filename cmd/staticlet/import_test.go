@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -177,6 +178,18 @@ func TestImportDir(t *testing.T) {
 	d.waitPod("imported-"+testNode, 60*time.Second, "imported in ImagePullBackOff", func(p *v1.Pod) bool {
 		w := p.Status.ContainerStatuses[0].State.Waiting
 		return w != nil && w.Reason == "ImagePullBackOff"
+	})
+	// Four failed starts: the next retry is 8 s away (1 s doubling), well
+	// past the import on a busy machine, so that a start before it can
+	// only be the image's arrival.
+	waitFor(t, 60*time.Second, "imported's fourth failed start", func() (bool, string) {
+		n := 0
+		for _, ev := range d.events("BackOff") {
+			if strings.HasPrefix(ev.Pod, "default/imported") {
+				n++
+			}
+		}
+		return n >= 3, fmt.Sprintf("%d BackOff events", n)
 	})
 	gz := imageArchive(t, "localhost/imported:v1", false, "gzip")
 	writeFileAtomic(t, dir, "imported.tar.gz", gz)
