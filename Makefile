@@ -79,11 +79,13 @@ test-containerd: deps build
 	done; \
 	if [ -n "$$failed" ]; then echo "containerd-backed tests failed against containerd$$failed"; exit 1; fi
 
-# The tests of test (without the containerd matrix) with every core kept
-# busy by a CPU hog (stress-ng), STRESS_RUNS times in a row, stopping at the
-# first failure. A test that passes only on an idle machine has a race, in
-# the product or in the test: this is where it shows. Each run's time is
-# printed.
+# The tests of test (without the containerd matrix and TestVM) with every
+# core kept busy by a CPU hog (stress-ng), STRESS_RUNS times in a row,
+# stopping at the first failure. A test that passes only on an idle machine
+# has a race, in the product or in the test: this is where it shows. Each
+# run's time is printed. TestVM is left out: the host's load only slows its
+# emulated guest (three times over, past its 20 minutes), whose own tests
+# run on an idle guest whatever the host does.
 STRESS_RUNS ?= 3
 test-stress: deps build deb
 	@command -v stress-ng >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y stress-ng; }
@@ -91,7 +93,7 @@ test-stress: deps build deb
 		echo "=== stress run $$i of $(STRESS_RUNS)"; start=$$(date +%s); \
 		stress-ng --cpu $$(nproc) --timeout 3h --quiet & hog=$$!; \
 		trap 'kill $$hog 2>/dev/null' EXIT INT TERM; \
-		STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 80m ./...; rc=$$?; \
+		STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 80m -skip '^TestVM$$$$' ./...; rc=$$?; \
 		kill $$hog; wait $$hog 2>/dev/null; \
 		echo "=== stress run $$i of $(STRESS_RUNS): exit $$rc after $$(( $$(date +%s) - start ))s"; \
 		[ $$rc -eq 0 ] || exit $$rc; \
