@@ -53,6 +53,11 @@ type Record struct {
 	// container during its life: the reason of its exit is OOMKilled, as
 	// with the kubelet, whatever the exit code.
 	OOMKilled bool
+	// Lost says the container's task went with no exit recorded, after
+	// it may have started: containerd lost it (killed as it loaded the
+	// task). It counts as exited, code 137, as the kubelet counts a
+	// container it cannot find: ContainerStatusUnknown.
+	Lost bool
 	// Message is an exited container's termination message: what it
 	// wrote to its terminationMessagePath or, by its policy, the tail of
 	// its log.

@@ -177,6 +177,8 @@ func containerStatus(c *v1.Container, recs []pod.Record, w waitingState, policy 
 func terminated(r pod.Record) *v1.ContainerStateTerminated {
 	reason := "Completed"
 	switch {
+	case r.Lost:
+		reason = "ContainerStatusUnknown"
 	case r.OOMKilled:
 		reason = "OOMKilled"
 	case r.ExitCode != 0:

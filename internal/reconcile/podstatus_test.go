@@ -659,3 +659,19 @@ func TestBuildPodOOMKilled(t *testing.T) {
 		t.Errorf("state.terminated = %+v, want OOMKilled with 3", got)
 	}
 }
+
+// TestBuildPodLost: a container whose task containerd lost after it may
+// have started ends as the kubelet ends one it cannot find, and its pod
+// under restartPolicy Never fails.
+func TestBuildPodLost(t *testing.T) {
+	p := mkPod(t, podSpec{policy: v1.RestartPolicyNever})
+	r := newRecs(p, pod.TaskExited).exit("app", 0, 137)
+	r.out[1].Lost = true
+	st := buildPod(r.input(nil)).Status
+	if got := st.ContainerStatuses[0].State.Terminated; got == nil || got.Reason != "ContainerStatusUnknown" || got.ExitCode != 137 {
+		t.Errorf("state.terminated = %+v, want ContainerStatusUnknown with 137", got)
+	}
+	if st.Phase != v1.PodFailed {
+		t.Errorf("phase = %s, want Failed", st.Phase)
+	}
+}

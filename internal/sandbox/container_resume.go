@@ -43,10 +43,20 @@ func (r *Runtime) ResumeContainer(ctx context.Context, id string) (pod.Record, e
 	}
 	t, err := c.Task(ctx, nil)
 	if errdefs.IsNotFound(err) {
+		if lostExit(&rec, info.Labels[LabelStarting]); rec.Lost {
+			return rec, nil // it may have run, and must not twice
+		}
 		t, err = c.NewTask(ctx, r.containerOutput(rec))
 	}
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("creating the task of container %s: %w", id, err)
+	}
+	// As StartContainer marks a container that runs once; whatever its
+	// policy here, a resumed container is marked the same.
+	if info.Labels[LabelStarting] == "" {
+		if _, err := c.SetLabels(ctx, map[string]string{LabelStarting: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
+			return pod.Record{}, fmt.Errorf("starting container %s: %w", id, err)
+		}
 	}
 	startErr := t.Start(ctx)
 	// Whether this start or the dead staticlet's ran it, the task's

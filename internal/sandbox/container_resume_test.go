@@ -42,6 +42,11 @@ spec:
 				t.Fatal(err)
 			}
 		}, pod.TaskRunning},
+		{"task lost after it may have started", "once", func(t *testing.T, c client.Container) {
+			if _, err := c.SetLabels(h.nsCtx(), map[string]string{LabelStarting: "2026-11-24T01:00:00Z"}); err != nil {
+				t.Fatal(err)
+			}
+		}, pod.TaskExited},
 		{"task started and exited", "once", func(t *testing.T, c client.Container) {
 			task, err := c.NewTask(h.nsCtx(), cio.NullIO)
 			if err != nil {
@@ -76,6 +81,12 @@ spec:
 				t.Errorf("ResumeContainer = %+v, want container %s attempt %d %s", got, tt.container, i, tt.wantState)
 			}
 			task, err := c.Task(h.nsCtx(), nil)
+			if tt.name == "task lost after it may have started" {
+				if !got.Lost || got.ExitCode != 137 || err == nil {
+					t.Errorf("ResumeContainer = %+v, task %v; want lost, exit 137, and no task made", got, err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -123,6 +123,12 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("creating the task of container %q of pod %s: %w", c.Name, p, err)}
 	}
+	if runsOnce(req) {
+		if _, err := ctr.SetLabels(cctx, map[string]string{LabelStarting: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
+			return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
+				Err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
+		}
+	}
 	if err := t.Start(cctx); err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
@@ -168,4 +174,15 @@ func (r *Runtime) nodeFor(sb pod.Record) spec.NodeFacts {
 	n := r.node
 	n.PodIPs = sb.IPs
 	return n
+}
+
+// runsOnce tells whether the container req starts runs at most once: its
+// pod's restartPolicy is Never (a sidecar restarts whatever the pod's
+// policy). Such a container is labelled LabelStarting before its task
+// starts, so that one whose task containerd loses is not started again.
+func runsOnce(req pod.ContainerRequest) bool {
+	if req.Pod.Spec.RestartPolicy != v1.RestartPolicyNever {
+		return false
+	}
+	return req.Container.RestartPolicy == nil || *req.Container.RestartPolicy != v1.ContainerRestartPolicyAlways
 }

@@ -58,3 +58,16 @@ func recordFromLabels(id string, labels map[string]string, created time.Time) po
 	rec.OOMKilled = labels[LabelOOMKilled] == "true"
 	return rec
 }
+
+// lostExit is the exit of container rec, whose task is gone with no exit
+// recorded, when it may have run (it was labelled starting, at the time
+// given): exited, code 137, lost.
+func lostExit(rec *pod.Record, starting string) {
+	if starting == "" || rec.State != pod.TaskCreated {
+		return
+	}
+	rec.State, rec.ExitCode, rec.Lost = pod.TaskExited, 137, true
+	if at, err := time.Parse(time.RFC3339Nano, starting); err == nil {
+		rec.StartedAt, rec.FinishedAt = at, at
+	}
+}

@@ -63,3 +63,26 @@ func TestRecordFromLabels(t *testing.T) {
 		t.Errorf("recordFromLabels(podLabels()) = %+v, want pod %s uid uid kind sandbox", got, p.Key())
 	}
 }
+
+func TestLostExit(t *testing.T) {
+	const at = "2026-11-24T01:00:00Z"
+	tests := []struct {
+		name     string
+		state    pod.TaskState
+		starting string
+		want     pod.TaskState
+		lost     bool
+	}{
+		{"never labelled starting: not started yet", pod.TaskCreated, "", pod.TaskCreated, false},
+		{"labelled starting, no task: may have run", pod.TaskCreated, at, pod.TaskExited, true},
+		{"its exit recorded: the exit stands", pod.TaskExited, at, pod.TaskExited, false},
+		{"running", pod.TaskRunning, at, pod.TaskRunning, false},
+	}
+	for _, tt := range tests {
+		rec := pod.Record{State: tt.state}
+		lostExit(&rec, tt.starting)
+		if rec.State != tt.want || rec.Lost != tt.lost || (tt.lost && (rec.ExitCode != 137 || rec.FinishedAt.Format(time.RFC3339) != at)) {
+			t.Errorf("%s: lostExit = %+v, want state %s, lost %v (exit 137 at %s)", tt.name, rec, tt.want, tt.lost, at)
+		}
+	}
+}

@@ -57,6 +57,9 @@ func (r *Runtime) list(ctx context.Context, filter string) ([]pod.Record, error)
 		rec := recordFromLabels(c.ID, c.Labels, c.CreatedAt)
 		t, live := procs[c.ID]
 		applyTask(&rec, t)
+		if !live {
+			lostExit(&rec, c.Labels[LabelStarting])
+		}
 		// An exit not recorded yet, missed while staticlet was not
 		// running, say: its cgroup is still there to tell an OOM kill.
 		if rec.State == pod.TaskExited && !rec.OOMKilled && c.Labels[LabelExitCode] == "" {

@@ -52,6 +52,11 @@ const (
 	LabelOOMKilled = labelPrefix + "exit.oom"
 	// LabelPodIPs is on a sandbox: its pod's addresses, comma-separated.
 	LabelPodIPs = labelPrefix + "pod.ips"
+	// LabelStarting is put on a container that runs at most once (its
+	// pod's restartPolicy is Never) just before its task starts, with the
+	// time: one that has it, no task and no recorded exit may have run,
+	// and is not started again.
+	LabelStarting = labelPrefix + "starting"
 )
 
 // runcRuntime is the containerd runtime shim staticlet uses.
