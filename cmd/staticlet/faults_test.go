@@ -257,7 +257,10 @@ func (f *faultWorld) converged(p *v1.Pod, g *faultGen) bool {
 		return false
 	}
 	if g.runsOnce {
-		return p.Status.Phase == v1.PodSucceeded
+		// Or failed, its container's task lost with containerd before
+		// its exit was recorded: it ran, how it ended no one knows.
+		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed && len(p.Status.ContainerStatuses) == 1 &&
+			p.Status.ContainerStatuses[0].State.Terminated != nil && p.Status.ContainerStatuses[0].State.Terminated.Reason == "ContainerStatusUnknown"
 	}
 	return running(p) && podReady(p)
 }
@@ -344,7 +347,7 @@ func (w *dupWatch) sample() {
 				if a.ppid == b.pid || b.ppid == a.pid {
 					continue
 				}
-				now[fmt.Sprintf("%s (pids %d and %d)", strings.TrimPrefix(name, "dupcheck-"), a.pid, b.pid)] = true
+				now[fmt.Sprintf("%s (pids %d and %d, containers %s and %s)", strings.TrimPrefix(name, "dupcheck-"), a.pid, b.pid, cgroupLeaf(a.pid), cgroupLeaf(b.pid))] = true
 			}
 		}
 	}
@@ -356,6 +359,17 @@ func (w *dupWatch) sample() {
 		}
 	}
 	w.last = now
+}
+
+// cgroupLeaf names the container process pid runs in: the last element
+// of its cgroup path, which is the container's ID under either driver.
+func cgroupLeaf(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "?"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return filepath.Base(lines[len(lines)-1])
 }
 
 // parentOf returns the parent of process pid, or 0.
