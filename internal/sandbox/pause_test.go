@@ -17,7 +17,7 @@ func TestPreparePauseRoot(t *testing.T) {
 	}
 	root := filepath.Join(dir, "root")
 	prog := filepath.Join(root, pauseProgram)
-	if err := preparePauseRoot(bin, root); err != nil {
+	if _, err := preparePauseRoot(bin, root); err != nil {
 		t.Fatalf("preparePauseRoot: %v", err)
 	}
 	for _, d := range []string{"proc", "dev", "sys", "etc"} {
@@ -36,7 +36,7 @@ func TestPreparePauseRoot(t *testing.T) {
 	// Unchanged: the file is kept, not replaced.
 	var before, after uint64
 	before = inode(t, prog)
-	if err := preparePauseRoot(bin, root); err != nil {
+	if _, err := preparePauseRoot(bin, root); err != nil {
 		t.Fatalf("preparePauseRoot again: %v", err)
 	}
 	if after = inode(t, prog); after != before {
@@ -47,7 +47,7 @@ func TestPreparePauseRoot(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("two!"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := preparePauseRoot(bin, root); err != nil {
+	if _, err := preparePauseRoot(bin, root); err != nil {
 		t.Fatalf("preparePauseRoot after a change: %v", err)
 	}
 	if got := readFile(prog); got != "two!" {
@@ -61,7 +61,7 @@ func TestPreparePauseRoot(t *testing.T) {
 		t.Errorf("temporary files left in the pause root: %q", leftovers)
 	}
 
-	if err := preparePauseRoot(filepath.Join(dir, "nope"), root); err == nil {
+	if _, err := preparePauseRoot(filepath.Join(dir, "nope"), root); err == nil {
 		t.Error("preparePauseRoot(missing binary) = nil, want an error")
 	}
 }

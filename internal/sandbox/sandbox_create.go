@@ -77,6 +77,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	s := spec.Sandbox(p, spec.SandboxOptions{
 		Rootfs:      pauseRoot(r.cfg.RootDir),
 		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
+		Env:         r.pauseEnv,
 		CgroupsPath: r.containerCgroup(podCgroup, id),
 		Namespaces:  r.namespacePaths(id, p),
 		Resources:   r.resources,
