@@ -52,6 +52,9 @@ const (
 	LabelOOMKilled = labelPrefix + "exit.oom"
 	// LabelPodIPs is on a sandbox: its pod's addresses, comma-separated.
 	LabelPodIPs = labelPrefix + "pod.ips"
+	// LabelPinned is "true" on a sandbox whose namespaces are pinned
+	// under the root dir, apart from its pause process (pod.Record.Pinned).
+	LabelPinned = labelPrefix + "sandbox.pinned"
 )
 
 // runcRuntime is the containerd runtime shim staticlet uses.
