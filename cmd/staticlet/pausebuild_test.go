@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,4 +181,67 @@ func (d *daemon) syncs(pod string) int {
 		}
 	}
 	return n
+}
+
+// TestSandboxPauseKilled kills a pod's pause process, again each time it
+// is back: a new one is started in the same sandbox while the app runs on
+// (the same container and process, no restart), each exit is told with its
+// exit code, and the third comes back only after a back-off.
+func TestSandboxPauseKilled(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	e.write("web.yaml", sleeperPod("web", "first", false))
+	name := "web-" + testNode
+	p := d.waitPod(name, 30*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p)
+	})
+	app := p.Status.ContainerStatuses[0]
+	appPid, err := e.pidOf(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := e.sandboxID(t)
+	for i := 1; i <= 3; i++ {
+		pid := e.sandboxPid(t, sb)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("killing pause process %d: %v", pid, err)
+		}
+		d.waitEvents(t, "default/"+name, 60*time.Second, fmt.Sprintf("pause started again (%d)", i), func(evs []podEvent) bool {
+			return countReason(evs, "SandboxStarted") == i
+		})
+		waitFor(t, 10*time.Second, "the new pause process", func() (bool, string) {
+			c, err := e.client.LoadContainer(nsCtx(t.Context()), sb)
+			if err != nil {
+				return false, err.Error()
+			}
+			task, err := c.Task(nsCtx(t.Context()), nil)
+			if err != nil {
+				return false, err.Error()
+			}
+			return int(task.Pid()) != pid && processRunning(int(task.Pid())), fmt.Sprintf("pid %d", task.Pid())
+		})
+	}
+	evs := d.waitEvents(t, "default/"+name, 5*time.Second, "the events", func([]podEvent) bool { return true })
+	exits := withReason(evs, "SandboxExited")
+	if len(exits) != 3 || !strings.Contains(exits[0], "exited with code 137") || !strings.Contains(exits[0], "containers keep running") {
+		t.Errorf("SandboxExited events = %q, want 3 with exit code 137", exits)
+	}
+	if n := countReason(evs, "BackOff"); n == 0 {
+		t.Errorf("no BackOff event: the pause was restarted at once each time: %v", evs)
+	}
+	if n := countReason(evs, "SandboxChanged") + countReason(evs, "Killing"); n != 0 {
+		t.Errorf("the pod was re-created or its container stopped: %v", evs)
+	}
+	q := d.waitPod(name, 30*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p)
+	})
+	if e.sandboxID(t) != sb {
+		t.Errorf("sandbox %s replaced by %s", sb, e.sandboxID(t))
+	}
+	if cs := q.Status.ContainerStatuses[0]; cs.ContainerID != app.ContainerID || cs.RestartCount != 0 || !processRunning(appPid) {
+		t.Errorf("app %s restarts %d (process %d running %v), want %s untouched", cs.ContainerID, cs.RestartCount, appPid, processRunning(appPid), app.ContainerID)
+	}
+	if out, err := d.cli("describe", "pod", name); err != nil || !strings.Contains(out, "SandboxExited") || !strings.Contains(out, "exited with code 137") {
+		t.Errorf("describe pod = %q, %v; want the SandboxExited events", out, err)
+	}
 }
