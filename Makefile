@@ -6,7 +6,8 @@ GOARCH  ?= $(shell $(GO) env GOARCH)
 # The Debian package: binary, systemd unit, example config (packaging/).
 DEB     := bin/staticlet_$(GOARCH).deb
 # A static binary: it is also the pause program of every pod sandbox, run
-# from an otherwise empty root.
+# from an otherwise empty root (a dynamic one works too, its libraries
+# copied into that root, but static keeps the root to one file).
 export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin
 
@@ -25,11 +26,14 @@ deb: build
 # The packages the tests and the demo run against, from Debian's archive.
 # QEMU without its recommends (no GUI, no firmware beyond the BIOS): the VM
 # tests boot a serial-console guest; e2fsprogs makes and reads its disks.
+# gcc: the tests build staticlet with cgo too, dynamically linked, as a
+# plain `go build` does.
 deps:
 	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox \
 		|| ! command -v dbus-daemon >/dev/null || ! command -v debootstrap >/dev/null || ! command -v systemd-nspawn >/dev/null \
-		|| ! command -v qemu-system-x86_64 >/dev/null || ! command -v mkfs.ext4 >/dev/null || ! command -v debugfs >/dev/null; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container \
+		|| ! command -v qemu-system-x86_64 >/dev/null || ! command -v mkfs.ext4 >/dev/null || ! command -v debugfs >/dev/null \
+		|| ! command -v gcc >/dev/null; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container gcc \
 		&& DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-system-x86 e2fsprogs; \
 	fi
 

@@ -36,19 +36,7 @@ func binary(t testing.TB) string {
 	if b := os.Getenv("STATICLET_BIN"); b != "" {
 		return b
 	}
-	builtOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "staticlet-bin")
-		if err != nil {
-			builtErr = err
-			return
-		}
-		builtPath = filepath.Join(dir, "staticlet")
-		cmd := exec.Command("go", "build", "-o", builtPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			builtErr = fmt.Errorf("building staticlet: %v\n%s", err, out)
-		}
-	})
+	builtOnce.Do(func() { builtPath, builtErr = buildStaticlet("0") })
 	if builtErr != nil {
 		t.Fatal(builtErr)
 	}
@@ -60,6 +48,22 @@ var (
 	builtPath string
 	builtErr  error
 )
+
+// buildStaticlet builds staticlet into a new temporary directory with
+// CGO_ENABLED=cgo and returns its path.
+func buildStaticlet(cgo string) (string, error) {
+	dir, err := os.MkdirTemp("", "staticlet-bin")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "staticlet")
+	cmd := exec.Command("go", "build", "-o", path, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building staticlet with CGO_ENABLED=%s: %v\n%s", cgo, err, out)
+	}
+	return path, nil
+}
 
 // env is one test's world: a private containerd with the test image, and
 // the directories a staticlet uses.
@@ -73,6 +77,7 @@ type env struct {
 	logs     string
 	net      *testNet // the pod network of this test's staticlets
 	extraEnv []string // added to the environment of staticlets started
+	bin      string   // the staticlet binary to run; binary(t) when empty
 }
 
 func newEnv(t *testing.T) *env {
@@ -181,7 +186,11 @@ func (e *env) newDaemon() *daemon {
 // until its status socket says it is ready.
 func (e *env) launch(d *daemon, args []string, env ...string) {
 	e.t.Helper()
-	d.cmd = exec.Command(binary(e.t), args...)
+	bin := e.bin
+	if bin == "" {
+		bin = binary(e.t)
+	}
+	d.cmd = exec.Command(bin, args...)
 	d.cmd.Env = append(append(os.Environ(), env...), e.extraEnv...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {

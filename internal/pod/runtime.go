@@ -60,8 +60,14 @@ type Record struct {
 	Lost bool
 	// Message is an exited container's termination message: what it
 	// wrote to its terminationMessagePath or, by its policy, the tail of
-	// its log.
+	// its log. For an exited sandbox, the end of its pause process's
+	// output.
 	Message string
+	// Pinned is set on a sandbox whose pod's namespaces (network, UTS,
+	// IPC) are pinned apart from its pause process: the pod's containers
+	// joined them by path, and the pause can be started again in place
+	// without them. Unset on sandboxes made before staticlet pinned them.
+	Pinned bool
 }
 
 // ContainerRequest asks the runtime to create and start one container of a

@@ -56,3 +56,41 @@ func (b Backoff) next(s *streak, id string, started, finished time.Time) time.Ti
 	s.level++
 	return s.until
 }
+
+// sandboxRetry is the restart history of a pod's sandbox: its pause
+// process exiting, or the sandbox failing to be created or started. A
+// sandbox keeps its ID when its pause is started again in place, so its
+// failures are counted per attempt, not per exited container as a
+// container's are; the first restart is immediate too, and a pause that
+// ran for Reset starts a new streak.
+type sandboxRetry struct {
+	hash     string    // the pod spec (SandboxHash) the history is of
+	failures int       // failed runs in the current streak
+	failedAt time.Time // when the latest failure happened
+	counted  bool      // the failure of the latest attempt is counted
+}
+
+// failed counts a failure at (the pause's exit, or a failed create or
+// start) of a sandbox that ran from ranFrom (zero: it never ran), unless
+// the failure of the latest attempt is counted already. It reports
+// whether it counted this one.
+func (b Backoff) failed(s *sandboxRetry, ranFrom, at time.Time) bool {
+	if s.counted {
+		return false
+	}
+	if !ranFrom.IsZero() && at.Sub(ranFrom) >= b.Reset {
+		s.failures = 0
+	}
+	s.failures++
+	s.failedAt, s.counted = at, true
+	return true
+}
+
+// due returns when the sandbox may be tried again.
+func (b Backoff) due(s *sandboxRetry) time.Time {
+	return s.failedAt.Add(b.Delay(s.failures - 1))
+}
+
+// attempted notes that the sandbox is being created or started: its next
+// failure counts.
+func (s *sandboxRetry) attempted() { s.counted = false }

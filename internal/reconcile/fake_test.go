@@ -110,11 +110,16 @@ type fakeRuntime struct {
 	recs      map[string]*pod.Record
 	order     map[string]int // creation order of each ID
 	seq       int
-	startErr  map[string]error    // StartContainer of this container name fails
-	createErr error               // CreateSandbox fails
-	filesErrs int                 // RemovePodFiles fails this many more times
-	hooks     map[string]fakeHook // how RunHook behaves, by "<hook> <container name>"
-	problems  []string
+	startErr  map[string]error // StartContainer of this container name fails
+	createErr error            // CreateSandbox fails
+	// sbStartErr makes StartSandbox fail as a pause process that exits
+	// at once does; unpinned makes sandboxes as staticlet did before it
+	// pinned namespaces.
+	sbStartErr error
+	unpinned   bool
+	filesErrs  int                 // RemovePodFiles fails this many more times
+	hooks      map[string]fakeHook // how RunHook behaves, by "<hook> <container name>"
+	problems   []string
 	// Images: all are present but those in missing; a pull of an image in
 	// pullErr fails, and every pull waits for pullGate when it is not nil.
 	missing  map[string]bool
@@ -204,7 +209,7 @@ func (f *fakeRuntime) CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record
 	id := f.newID("sb")
 	rec := pod.Record{
 		ID: id, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash,
-		State: pod.TaskCreated, CreatedAt: f.created(), StartedAt: time.Now(),
+		State: pod.TaskCreated, CreatedAt: f.created(), StartedAt: time.Now(), Pinned: !f.unpinned,
 	}
 	f.recs[rec.ID] = &rec
 	f.order[rec.ID] = f.seq
@@ -212,18 +217,33 @@ func (f *fakeRuntime) CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record
 	return rec, nil
 }
 
-// StartSandbox is not logged: the reconciler runs it beside the containers'
-// starts, so its place among them is not fixed.
+// StartSandbox is logged as "sbstart", which is no mutation: the
+// reconciler runs it beside the containers' starts, so its place among
+// them is not fixed. A pinned sandbox whose pause exited starts again in
+// place, as with the real runtime.
 func (f *fakeRuntime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.recs[sb.ID]
-	if !ok || r.State != pod.TaskCreated {
-		f.problems = append(f.problems, fmt.Sprintf("sandbox %s started when not freshly created", sb.ID))
+	if !ok || (r.State != pod.TaskCreated && !(r.State == pod.TaskExited && r.Pinned)) {
+		f.problems = append(f.problems, fmt.Sprintf("sandbox %s started when not freshly created nor pinned and exited", sb.ID))
 		return sb, fmt.Errorf("sandbox %s cannot start", sb.ID)
 	}
-	r.State, r.Pid = pod.TaskRunning, 1
+	if err := f.sbStartErr; err != nil {
+		f.log.add(call{op: "sbstart", pod: r.Pod, id: r.ID, err: err})
+		r.State, r.ExitCode, r.FinishedAt, r.Message, r.Pid = pod.TaskExited, 3, time.Now(), "boom", 0
+		return *r, err
+	}
+	f.seq++
+	r.State, r.Pid, r.StartedAt, r.FinishedAt, r.ExitCode, r.Message = pod.TaskRunning, uint32(f.seq), time.Now(), time.Time{}, 0, ""
+	f.log.add(call{op: "sbstart", pod: r.Pod, id: r.ID})
 	return *r, nil
+}
+
+func (f *fakeRuntime) setSandboxStartErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sbStartErr = err
 }
 
 func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerRequest) (pod.Record, error) {
@@ -232,7 +252,7 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerReque
 	c := call{op: "start", pod: req.Pod.Key(), name: req.Container.Name, kind: req.Kind, attempt: req.Attempt}
 	sb, ok := f.recs[req.Sandbox.ID]
 	switch {
-	case !ok || sb.State == pod.TaskExited:
+	case !ok || (sb.State == pod.TaskExited && (!sb.Pinned || sharesPID(req.Pod))):
 		c.err = fmt.Errorf("sandbox %s is not there to join", req.Sandbox.ID)
 	case f.startErr[req.Container.Name] != nil:
 		c.err = f.startErr[req.Container.Name]

@@ -16,10 +16,12 @@ type statusInput struct {
 	pod     *pod.Pod
 	view    view
 	sandbox pod.Record // the current sandbox; zero before it exists
-	waiting map[string]waitingState
-	hostIP  string
-	now     time.Time
-	probes  map[string]probeState // probe results by container ID
+	// sandboxDown is why the sandbox is not running, when it failed.
+	sandboxDown waitingState
+	waiting     map[string]waitingState
+	hostIP      string
+	now         time.Time
+	probes      map[string]probeState // probe results by container ID
 }
 
 // buildPod returns the desired pod with its status as the kubelet would
@@ -94,8 +96,12 @@ func buildPod(in statusInput) *v1.Pod {
 		return c
 	}
 	sandboxUp := sb.ID != "" && sb.State == pod.TaskRunning
+	sandboxCond := cond(v1.PodReadyToStartContainers, sandboxUp, "")
+	if !sandboxUp {
+		sandboxCond.Reason, sandboxCond.Message = in.sandboxDown.reason, in.sandboxDown.message
+	}
 	st.Conditions = []v1.PodCondition{
-		cond(v1.PodReadyToStartContainers, sandboxUp, ""),
+		sandboxCond,
 		cond(v1.PodInitialized, initialized, "ContainersNotInitialized"),
 		cond(v1.PodReady, ready, "ContainersNotReady"),
 		cond(v1.ContainersReady, ready, "ContainersNotReady"),

@@ -614,10 +614,15 @@ func TestRunErrImageNeverPull(t *testing.T) {
 	})
 }
 
+// TestRunSandboxDies: a sandbox whose namespaces are not pinned (made
+// before staticlet pinned them) is re-created when its pause dies.
 func TestRunSandboxDies(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		p := mkPod(t, podSpec{inits: []string{"i1"}, apps: []string{"a", "b"}})
 		h := newHarness(t, Config{})
+		h.rt.mu.Lock()
+		h.rt.unpinned = true
+		h.rt.mu.Unlock()
 		h.set(p)
 		h.exit(h.rt.newest(t, p.Key(), "i1").ID, 0)
 		h.exit(h.rt.newest(t, p.Key(), "a").ID, 1) // a: attempt 1
@@ -669,7 +674,7 @@ func TestRunStartsHalfMadeSandbox(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		p := mkPod(t, podSpec{apps: []string{"a", "b"}})
 		recs := runningRecs(p, "old", 0)
-		recs[0].State = pod.TaskCreated
+		recs[0].State, recs[0].Pinned = pod.TaskCreated, true
 		h := newHarness(t, Config{})
 		h.rt.seed(recs...)
 		h.set(p)
@@ -734,22 +739,23 @@ func TestRunNeverPodSandboxDies(t *testing.T) {
 }
 
 // TestRunCreateSandboxFailure: a sandbox that cannot be made is retried,
-// with a warning.
+// with a warning each time, backing off.
 func TestRunCreateSandboxFailure(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		p := mkPod(t, podSpec{})
 		h := newHarness(t, Config{})
 		h.rt.setCreateErr(errors.New("no space left on device"))
 		h.set(p)
-		h.sleep(3 * time.Second)
-		if n := len(h.since(0, "create")); n < 3 {
-			t.Errorf("%d sandbox creations in 3s, want retries about every second", n)
+		h.sleep(time.Minute)
+		// At once, again at once, then after 1s, 2s, 4s, 8s, 16s.
+		if n := len(h.since(0, "create")); n != 7 {
+			t.Errorf("%d sandbox creations in a minute, want 7", n)
 		}
 		if ev := h.rep.eventsWith("FailedCreatePodSandBox"); len(ev) == 0 || ev[0].Type != pod.EventWarning {
 			t.Errorf("FailedCreatePodSandBox events = %v, want warnings", ev)
 		}
 		h.rt.setCreateErr(nil)
-		h.sleep(time.Second)
+		h.sleep(32 * time.Second)
 		if st := h.status(p); st.Status.Phase != v1.PodRunning {
 			t.Errorf("phase after the runtime recovered = %s, want Running", st.Status.Phase)
 		}

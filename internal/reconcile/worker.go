@@ -61,6 +61,10 @@ type worker struct {
 	// logs, cgroups) are still to be removed: a failed removal is tried
 	// again on the next pass, which no longer finds their containers.
 	filesLeft map[string]bool
+	// sbRetry backs off the restarts of the pod's sandbox, and sbDown
+	// says why it is not running, for the status (zero when it runs).
+	sbRetry sandboxRetry
+	sbDown  waitingState
 }
 
 // waitingState is why a container is not running, when a start failed.
@@ -285,23 +289,18 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 	v := newView(recs)
 	sb, ok := v.current(p)
 	startLater := false // the sandbox was created, and is started after its containers
-	switch {
-	case ok && sb.State == pod.TaskCreated && w.terminal(p, v, sb.ID):
-		// Made and never started, and its containers are done: nothing
-		// needs it.
-	case ok && sb.State == pod.TaskCreated:
-		// Made and never started: staticlet stopped between creating the
-		// sandbox and starting it, or the start failed. Its namespaces
-		// are pinned, and its containers may run in them already: start
-		// it, as if this pass had created it.
-		if sharesPID(p) {
-			if sb, err = w.startSandbox(ctx, sb); err != nil {
-				return 0, err
-			}
-		} else {
-			startLater = true
+	restart := false    // the sandbox's pause is started again, after its containers
+	d := w.decideSandbox(p, v, sb, ok, w.now())
+	switch d.step {
+	case sandboxWait:
+		if !ok || !inPlace(p, sb) {
+			// Nothing of the pod runs without its sandbox: wait for it.
+			return w.sandboxDue(), w.reportFresh(ctx, p, sb)
 		}
-	case ok && sb.State != pod.TaskRunning && !w.terminal(p, v, sb.ID):
+		// The containers run on meanwhile.
+	case sandboxRestart:
+		restart = true
+	case sandboxReplace:
 		// The sandbox died under a pod that should still run: replace it.
 		w.event("", pod.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created.")
 		ok = false
@@ -327,23 +326,20 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 		}
 	}
 	if !ok {
-		start := time.Now()
-		rec, err := w.rt.CreateSandbox(ctx, p)
-		w.log.Debug("created sandbox", "took", time.Since(start), "err", err)
+		rec, err := w.createSandbox(ctx, p)
 		if err != nil {
-			w.event("", pod.EventWarning, "FailedCreatePodSandBox", err.Error())
-			if err2 := w.reportFresh(ctx, p, pod.Record{}); err2 != nil {
-				err = errors.Join(err, err2)
-			}
-			return 0, err
+			// Told of in an event; tried again after the backoff.
+			w.log.Warn("creating the pod's sandbox", "err", err)
+			return w.sandboxDue(), w.reportFresh(ctx, p, pod.Record{})
 		}
 		sb = rec
 		v = newView([]pod.Record{rec})
 		w.termSent = false
 		if sharesPID(p) {
 			// Its containers join the pause process's PID namespace.
-			if sb, err = w.startSandbox(ctx, rec); err != nil {
-				return 0, err
+			if sb, err = w.startSandbox(ctx, rec, false); err != nil {
+				w.log.Warn("starting the pod's sandbox", "err", err)
+				return w.sandboxDue(), w.reportFresh(ctx, p, sb)
 			}
 		} else {
 			// The containers join the pod's pinned namespaces by path, not
@@ -354,28 +350,22 @@ func (w *worker) sync(ctx context.Context, p *pod.Pod) (time.Duration, error) {
 	}
 	w.reportOOMKills(v)
 	again, err := w.converge(ctx, p, sb, v)
-	if startLater {
-		if rec, serr := w.startSandbox(ctx, sb); serr != nil {
-			err = errors.Join(err, serr)
+	if startLater || restart {
+		if rec, serr := w.startSandbox(ctx, sb, restart); serr != nil {
+			// Told of in an event; tried again after the backoff.
+			w.log.Warn("starting the pod's sandbox", "err", serr)
+			again = minAgain(again, w.sandboxDue())
 		} else {
 			sb = rec
 		}
+	}
+	if d.step == sandboxWait {
+		again = minAgain(again, d.until.Sub(w.now()))
 	}
 	if err2 := w.reportFresh(ctx, p, sb); err == nil {
 		err = err2
 	}
 	return again, err
-}
-
-// startSandbox starts a created sandbox and says so when it fails.
-func (w *worker) startSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
-	start := time.Now()
-	rec, err := w.rt.StartSandbox(ctx, sb)
-	w.log.Debug("started sandbox", "took", time.Since(start), "err", err)
-	if err != nil {
-		w.event("", pod.EventWarning, "FailedCreatePodSandBox", err.Error())
-	}
-	return rec, err
 }
 
 // sharesPID tells whether p's containers join their sandbox's PID namespace.
@@ -820,7 +810,7 @@ func (w *worker) reportFresh(ctx context.Context, p *pod.Pod, sb pod.Record) err
 }
 
 func (w *worker) report(p *pod.Pod, v view, sb pod.Record) {
-	w.rep.SetPod(buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: w.waiting, hostIP: w.hostIP, now: w.now(),
+	w.rep.SetPod(buildPod(statusInput{pod: p, view: v, sandbox: sb, sandboxDown: w.sbDown, waiting: w.waiting, hostIP: w.hostIP, now: w.now(),
 		probes: w.probeSnapshot()}))
 }
 

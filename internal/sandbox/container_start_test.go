@@ -149,7 +149,7 @@ spec:
 	// Records: what StartContainer returned and what the lists say.
 	imageID := h.image.Name() + "@" + h.image.Target().Digest.String()
 	want := map[string]pod.Record{
-		sb.ID: {ID: sb.ID, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash,
+		sb.ID: {ID: sb.ID, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash, Pinned: true,
 			State: pod.TaskRunning, Pid: sb.Pid},
 		a.ID: {ID: a.ID, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindApp, Name: "a",
 			Hash: pod.ContainerHash(&p.Spec.Containers[0]), Attempt: 2, SandboxID: sb.ID,

@@ -76,6 +76,7 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 				continue
 			}
 			var exit pod.TaskExit
+			var pid uint32
 			switch e := v.(type) {
 			case *apievents.TaskExit:
 				// Exits of exec'd processes have their own ID; only the
@@ -84,6 +85,7 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 					continue
 				}
 				exit = pod.TaskExit{ContainerID: e.ContainerID, ExitCode: e.ExitStatus, ExitedAt: e.ExitedAt.AsTime()}
+				pid = e.Pid
 			case *apievents.TaskOOM:
 				exit = pod.TaskExit{ContainerID: e.ContainerID, OOM: true}
 			default:
@@ -118,7 +120,7 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 			if err := r.noteCgroupOOM(ctx, c); err != nil {
 				r.cfg.Logger.Warn("recording an OOM kill", "container", exit.ContainerID, "err", err)
 			}
-			if err := r.settleExit(ctx, c, exit); err != nil {
+			if err := r.settleExit(ctx, c, exit, pid); err != nil {
 				r.cfg.Logger.Warn("recording a container exit", "container", exit.ContainerID, "err", err)
 			}
 		}
@@ -205,14 +207,19 @@ func (r *Runtime) markOOM(ctx context.Context, c client.Container) error {
 	return nil
 }
 
-// settleExit keeps an exit in the container's labels and deletes its task,
-// so that the shim can go and the exit outlives it. It finishes even when
-// ctx ends meanwhile, within the call timeout: staticlet stopped right
-// after an exit (as a node shutdown stops it once the pods are stopped)
-// still lets the shim go.
-func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.TaskExit) error {
+// settleExit keeps an exit of process pid in the container's labels and
+// deletes its task, so that the shim can go and the exit outlives it. It
+// finishes even when ctx ends meanwhile, within the call timeout:
+// staticlet stopped right after an exit (as a node shutdown stops it once
+// the pods are stopped) still lets the shim go. A sandbox's task may be a
+// new pause process by now (StartSandbox started one in place): that one
+// is left alone, and the exit label, older than its start, is ignored.
+func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.TaskExit, pid uint32) error {
 	ctx, cancel := r.call(context.WithoutCancel(ctx))
 	defer cancel()
+	if t, err := c.Task(ctx, nil); err == nil && pid != 0 && t.Pid() != pid {
+		return nil
+	}
 	if _, err := c.SetLabels(ctx, map[string]string{
 		LabelExitCode:   strconv.FormatUint(uint64(e.ExitCode), 10),
 		LabelFinishedAt: e.ExitedAt.UTC().Format(time.RFC3339Nano),

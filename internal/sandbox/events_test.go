@@ -144,7 +144,7 @@ spec:
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	exit := pod.TaskExit{Pod: p.Key(), ContainerID: c.ID, ExitCode: 4, ExitedAt: exitedAt}
-	if err := h.rt.settleExit(ctx, ctr, exit); err != nil {
+	if err := h.rt.settleExit(ctx, ctr, exit, c.Pid); err != nil {
 		t.Fatalf("settleExit with an ended context: %v", err)
 	}
 	labels, err := ctr.Labels(h.nsCtx())

@@ -101,6 +101,13 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with a Runtime configured, in the end, by
+// configure.
+func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
+	t.Helper()
 	// The directories go before the daemon, so that they are removed after
 	// it stopped and nothing is mounted from them any more.
 	root := shortTempDir(t)
@@ -110,7 +117,7 @@ func newHarness(t *testing.T) *harness {
 	bin := pauseBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	rt, err := New(ctx, Config{
+	cfg := Config{
 		Address:     env.Address,
 		Namespace:   testNS,
 		RootDir:     root,
@@ -118,7 +125,11 @@ func newHarness(t *testing.T) *harness {
 		PauseBinary: bin,
 		PauseArgs:   []string{"pause"},
 		Snapshotter: env.Snapshotter,
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	rt, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -47,13 +47,23 @@ func recordFromLabels(id string, labels map[string]string, created time.Time) po
 	if ips := labels[LabelPodIPs]; ips != "" {
 		rec.IPs = strings.Split(ips, ",")
 	}
+	rec.Pinned = labels[LabelPinned] == "true"
+	// A sandbox whose pause process was started again: the exit of an
+	// earlier one, recorded late, is no exit of this one.
+	restarted := false
+	if at, err := time.Parse(time.RFC3339Nano, labels[LabelStartedAt]); err == nil {
+		rec.StartedAt, restarted = at, true
+	}
 	// A container whose task is gone keeps its exit in labels written when
 	// it exited.
 	if code, ok := labels[LabelExitCode]; ok {
-		c, _ := strconv.ParseInt(code, 10, 32)
-		rec.State = pod.TaskExited
-		rec.ExitCode = int32(c)
-		rec.FinishedAt, _ = time.Parse(time.RFC3339Nano, labels[LabelFinishedAt])
+		finished, _ := time.Parse(time.RFC3339Nano, labels[LabelFinishedAt])
+		if !restarted || !finished.Before(rec.StartedAt) {
+			c, _ := strconv.ParseInt(code, 10, 32)
+			rec.State = pod.TaskExited
+			rec.ExitCode = int32(c)
+			rec.FinishedAt = finished
+		}
 	}
 	rec.OOMKilled = labels[LabelOOMKilled] == "true"
 	return rec

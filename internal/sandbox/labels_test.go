@@ -38,6 +38,15 @@ func TestRecordFromLabels(t *testing.T) {
 	exited.State, exited.ExitCode, exited.FinishedAt = pod.TaskExited, 137, finished
 	sandbox := want
 	sandbox.Kind, sandbox.IPs = pod.KindSandbox, []string{"10.213.0.2", "fd00:213::2"}
+	pinned := want
+	pinned.Kind, pinned.Pinned = pod.KindSandbox, true
+	// A pause process started again after the one that exited at finished.
+	restart := finished.Add(time.Second)
+	restarted := pinned
+	restarted.StartedAt = restart
+	// ... and exited in turn.
+	exitedAgain := restarted
+	exitedAgain.State, exitedAgain.ExitCode, exitedAgain.FinishedAt = pod.TaskExited, 2, restart.Add(time.Minute)
 	tests := []struct {
 		name   string
 		labels map[string]string
@@ -46,6 +55,15 @@ func TestRecordFromLabels(t *testing.T) {
 		{"created", base, want},
 		{"exited", with(map[string]string{LabelExitCode: "137", LabelFinishedAt: finished.Format(time.RFC3339Nano)}), exited},
 		{"sandbox with pod IPs", with(map[string]string{LabelKind: "sandbox", LabelPodIPs: "10.213.0.2,fd00:213::2"}), sandbox},
+		{"pinned sandbox", with(map[string]string{LabelKind: "sandbox", LabelPinned: "true"}), pinned},
+		{"sandbox restarted", with(map[string]string{LabelKind: "sandbox", LabelPinned: "true",
+			LabelStartedAt: restart.Format(time.RFC3339Nano)}), restarted},
+		{"sandbox restarted, the earlier exit recorded late", with(map[string]string{LabelKind: "sandbox", LabelPinned: "true",
+			LabelStartedAt: restart.Format(time.RFC3339Nano),
+			LabelExitCode:  "137", LabelFinishedAt: finished.Format(time.RFC3339Nano)}), restarted},
+		{"sandbox restarted, then exited", with(map[string]string{LabelKind: "sandbox", LabelPinned: "true",
+			LabelStartedAt: restart.Format(time.RFC3339Nano),
+			LabelExitCode:  "2", LabelFinishedAt: restart.Add(time.Minute).Format(time.RFC3339Nano)}), exitedAgain},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

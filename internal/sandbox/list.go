@@ -67,6 +67,9 @@ func (r *Runtime) list(ctx context.Context, filter string) ([]pod.Record, error)
 			rec.OOMKilled = n > 0
 		}
 		rec.Message = r.terminationMessage(ctx, rec, c.Labels, live)
+		if rec.Kind == pod.KindSandbox && rec.State == pod.TaskExited {
+			rec.Message = r.pauseOutput(c.ID)
+		}
 		out = append(out, rec)
 	}
 	return out, nil

@@ -16,51 +16,72 @@ func pauseRoot(rootDir string) string { return filepath.Join(rootDir, "pause", "
 // pauseProgram is the pause program's path inside its root.
 const pauseProgram = "/pause"
 
-// preparePauseRoot makes dir a root holding a copy of the static program bin
-// and the empty mount points runc needs. The copy is refreshed only when bin
-// changed, through a rename so that running sandboxes keep their file.
-func preparePauseRoot(bin, dir string) error {
+// preparePauseRoot makes dir a root holding a copy of program bin and the
+// empty mount points runc needs. A dynamically linked bin gets its program
+// interpreter and libraries beside it, at their host paths (dynamicNeeds);
+// the LD_LIBRARY_PATH it needs is returned, empty for a static program.
+// Each copy is refreshed only when its source changed, through a rename so
+// that running sandboxes keep their file.
+func preparePauseRoot(bin, dir string) (libPath string, err error) {
 	for _, d := range []string{"proc", "dev", "sys", "etc"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return fmt.Errorf("preparing the pause root: %w", err)
+			return "", fmt.Errorf("preparing the pause root: %w", err)
 		}
 	}
-	src, err := os.Stat(bin)
+	needs, err := dynamicNeeds(bin)
 	if err != nil {
-		return fmt.Errorf("preparing the pause root: %w", err)
+		return "", err
 	}
-	dst := filepath.Join(dir, pauseProgram)
-	if cur, err := os.Stat(dst); err == nil && cur.Size() == src.Size() && cur.ModTime().Equal(src.ModTime()) {
+	for _, f := range needs {
+		if err := installFile(f, filepath.Join(dir, filepath.Clean(f))); err != nil {
+			return "", fmt.Errorf("copying what the pause program needs into its root: %w", err)
+		}
+	}
+	if err := installFile(bin, filepath.Join(dir, pauseProgram)); err != nil {
+		return "", fmt.Errorf("copying the pause program: %w", err)
+	}
+	return libraryPath(needs), nil
+}
+
+// installFile copies file src (following links) to dst, executable, with
+// src's modification time, unless dst has src's size and time already.
+// The copy is renamed into place.
+func installFile(src, dst string) error {
+	st, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if cur, err := os.Stat(dst); err == nil && cur.Size() == st.Size() && cur.ModTime().Equal(st.ModTime()) {
 		return nil
 	}
-	in, err := os.Open(bin)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("preparing the pause root: %w", err)
+		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(dir, ".pause-*")
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".pause-*")
 	if err != nil {
-		return fmt.Errorf("preparing the pause root: %w", err)
+		return err
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := io.Copy(tmp, in); err != nil {
 		tmp.Close()
-		return fmt.Errorf("copying the pause program: %w", err)
+		return err
 	}
 	if err := tmp.Chmod(0o755); err != nil {
 		tmp.Close()
-		return fmt.Errorf("copying the pause program: %w", err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("copying the pause program: %w", err)
+		return err
 	}
-	if err := os.Chtimes(tmp.Name(), src.ModTime(), src.ModTime()); err != nil {
-		return fmt.Errorf("copying the pause program: %w", err)
+	if err := os.Chtimes(tmp.Name(), st.ModTime(), st.ModTime()); err != nil {
+		return err
 	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("installing the pause program: %w", err)
-	}
-	return nil
+	return os.Rename(tmp.Name(), dst)
 }
 
 // pauseReadyName is the name the pause process takes once it handles

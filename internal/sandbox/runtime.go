@@ -57,6 +57,9 @@ const (
 	// time: one that has it, no task and no recorded exit may have run,
 	// and is not started again.
 	LabelStarting = labelPrefix + "starting"
+	// LabelPinned is "true" on a sandbox whose namespaces are pinned
+	// under the root dir, apart from its pause process (pod.Record.Pinned).
+	LabelPinned = labelPrefix + "sandbox.pinned"
 )
 
 // runcRuntime is the containerd runtime shim staticlet uses.
@@ -91,8 +94,9 @@ type Config struct {
 	// container) may not exist; the pause root under RootDir is where the
 	// shim finds it, as it finds every sandbox's root.
 	LogDriver string
-	// PauseBinary is the static program copied into the pause root and run
-	// with PauseArgs; the staticlet binary itself by default.
+	// PauseBinary is the program copied into the pause root and run with
+	// PauseArgs; the staticlet binary itself by default. A dynamically
+	// linked one gets its interpreter and libraries copied there too.
 	PauseBinary string
 	// PauseArgs are the arguments after the program; default ["pause"].
 	PauseArgs []string
@@ -168,6 +172,9 @@ type Runtime struct {
 	network *podNetwork
 	// shims remembers the shims SweepShims found serving no task.
 	shims shimSweeper
+	// pauseEnv is the pause process's environment beyond PATH: where a
+	// dynamically linked pause program finds its libraries in its root.
+	pauseEnv []string
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.
@@ -207,7 +214,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
 		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)
 	}
-	if err := preparePauseRoot(cfg.PauseBinary, pauseRoot(cfg.RootDir)); err != nil {
+	libPath, err := preparePauseRoot(cfg.PauseBinary, pauseRoot(cfg.RootDir))
+	if err != nil {
 		return nil, err
 	}
 	c, err := client.New(cfg.Address, client.WithDefaultNamespace(cfg.Namespace), client.WithTimeout(10*time.Second))
@@ -249,7 +257,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
 		HostsDir:        cfg.RegistryConfigDir,
 	}
-	return &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, slices: slices, network: network}, nil
+	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, slices: slices, network: network}
+	if libPath != "" {
+		rt.pauseEnv = []string{"LD_LIBRARY_PATH=" + libPath}
+	}
+	return rt, nil
 }
 
 // nodeFacts reads the node's capacity: what a resource limit that is not

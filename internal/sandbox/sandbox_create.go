@@ -1,18 +1,13 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/cio"
-	"github.com/containerd/errdefs"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -77,6 +72,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	s := spec.Sandbox(p, spec.SandboxOptions{
 		Rootfs:      pauseRoot(r.cfg.RootDir),
 		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
+		Env:         r.pauseEnv,
 		CgroupsPath: r.containerCgroup(podCgroup, id),
 		Namespaces:  r.namespacePaths(id, p),
 		Resources:   r.resources,
@@ -84,6 +80,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	s.Annotations = map[string]string{shimGroup: id}
 	labels := podLabels(p, pod.KindSandbox)
 	labels[LabelHash] = p.SandboxHash
+	labels[LabelPinned] = "true"
 	if len(ips) > 0 {
 		labels[LabelPodIPs] = joinIPs(ips)
 	}
@@ -102,111 +99,6 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
 	}
 	return recordFromLabels(id, labels, time.Now()), nil
-}
-
-// StartSandbox starts the pause process of a sandbox CreateSandbox made.
-// On failure the sandbox is left, not running, for the caller to replace.
-func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	c, err := r.client.LoadContainer(ctx, sb.ID)
-	if err != nil {
-		return sb, fmt.Errorf("loading sandbox %s: %w", sb.ID, err)
-	}
-	// A task left from an earlier start that did not finish (staticlet
-	// stopped half way) would make a new one fail: it goes first.
-	if err := deleteTask(ctx, c, client.WithProcessKill); err != nil {
-		return sb, fmt.Errorf("starting sandbox %s: %w", sb.ID, err)
-	}
-	// The pod's containers start before its sandbox and share its shim:
-	// when the only one exits at once (an init container running `true`),
-	// the shim shuts down just as the sandbox joins it, and the new task
-	// fails in one of several ways (connection closed or refused). Once the
-	// old shim is gone, a new task starts a new one: try a few times.
-	var t client.Task
-	for attempt := 0; ; attempt++ {
-		t, err = c.NewTask(ctx, cio.NullIO)
-		if err == nil || attempt == 3 || ctx.Err() != nil {
-			break
-		}
-		r.cfg.Logger.Debug("creating the sandbox's task; trying again", "sandbox", sb.ID, "err", err)
-		select {
-		case <-time.After(time.Duration(attempt+1) * 25 * time.Millisecond):
-		case <-ctx.Done():
-		}
-	}
-	if err != nil {
-		return sb, fmt.Errorf("creating the task of sandbox %s: %w", sb.ID, err)
-	}
-	// Until the pause process handles SIGTERM, a stop, which follows at
-	// once when the pod's containers are already done, would not end it
-	// cleanly: StartSandbox returns once it does.
-	err = t.Start(ctx)
-	if err == nil {
-		err = r.waitPauseReady(ctx, t.Pid())
-	}
-	if err != nil {
-		if _, derr := t.Delete(ctx, client.WithProcessKill); derr != nil && !errdefs.IsNotFound(derr) {
-			r.cfg.Logger.Warn("deleting a sandbox task that failed to start", "sandbox", sb.ID, "err", derr)
-		}
-		return sb, fmt.Errorf("starting sandbox %s: %w", sb.ID, err)
-	}
-	sb.State = pod.TaskRunning
-	sb.Pid = t.Pid()
-	return sb, nil
-}
-
-// pauseReadyWait bounds waitPauseReady: the pause takes a few milliseconds,
-// and one that is late is only stopped less politely.
-const pauseReadyWait = 2 * time.Second
-
-// waitPauseReady waits until pause process pid has taken pauseReadyName,
-// which it does once it handles SIGTERM. A process that exits first is an
-// error. One that is not there at all (gone already, or in a PID namespace
-// staticlet does not see) leaves nothing to wait for: its exit, if it was
-// one, comes as any container's. Nor does one that is not ready within
-// pauseReadyWait (the PID may name another process when staticlet runs in
-// a PID namespace of its own): it is logged, and the sandbox runs.
-func (r *Runtime) waitPauseReady(ctx context.Context, pid uint32) error {
-	wait, cancel := context.WithTimeout(ctx, pauseReadyWait)
-	defer cancel()
-	err := pollPauseReady(wait, pid)
-	if err != nil && ctx.Err() == nil && wait.Err() != nil {
-		r.cfg.Logger.Warn("the pause process did not tell it handles SIGTERM; going on", "pid", pid, "err", err)
-		return nil
-	}
-	return err
-}
-
-func pollPauseReady(ctx context.Context, pid uint32) error {
-	path := fmt.Sprintf("/proc/%d/stat", pid)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		// "pid (name) state ...": the name may hold spaces and parentheses.
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading the state of pause process %d: %w", pid, err)
-		}
-		start, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-		if start < 0 || end < start || end+2 >= len(b) {
-			return fmt.Errorf("reading the state of pause process %d: malformed %q", pid, b)
-		}
-		switch name, state := string(b[start+1:end]), b[end+2]; {
-		case state == 'Z' || state == 'X':
-			return fmt.Errorf("pause process %d exited before handling SIGTERM", pid)
-		case name == pauseReadyName:
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for pause process %d to handle SIGTERM: %w", pid, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }
 
 // pinnedKinds are the namespaces of p that staticlet creates and pins: the

@@ -140,8 +140,10 @@ func TestCreateSandboxHostNamespaces(t *testing.T) {
 	if got, host := nsLink(t, rec.Pid, "mnt"), nsLink(t, "self", "mnt"); got == host {
 		t.Errorf("sandbox in the host's mount namespace %s, want its own", got)
 	}
-	if _, err := os.Stat(h.rt.sandboxDir(rec.ID)); err == nil {
-		t.Errorf("sandbox directory %s exists, want none: nothing to pin", h.rt.sandboxDir(rec.ID))
+	for _, k := range []netns.Kind{netns.Net, netns.UTS, netns.IPC} {
+		if netns.Pinned(h.rt.sandboxDir(rec.ID), k) {
+			t.Errorf("namespace %s pinned, want nothing pinned", k)
+		}
 	}
 }
 

@@ -72,6 +72,9 @@ type SandboxOptions struct {
 	Rootfs string
 	// Args runs the pause program inside Rootfs.
 	Args []string
+	// Env is added to the pause program's environment (PATH): what a
+	// dynamically linked one needs to find its libraries.
+	Env []string
 	// CgroupsPath is the sandbox's cgroup.
 	CgroupsPath string
 	// Namespaces are pinned namespaces to join, by type (network, IPC,
@@ -90,7 +93,7 @@ func Sandbox(p *pod.Pod, o SandboxOptions) *specs.Spec {
 	s := base()
 	s.Root = &specs.Root{Path: o.Rootfs, Readonly: true}
 	s.Process.Args = o.Args
-	s.Process.Env = []string{defaultPath}
+	s.Process.Env = append([]string{defaultPath}, o.Env...)
 	s.Process.Capabilities = capSet(nil)
 	s.Process.NoNewPrivileges = true
 	s.Linux.CgroupsPath = o.CgroupsPath

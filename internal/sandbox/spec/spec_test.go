@@ -572,7 +572,11 @@ func TestPinnedNamespaces(t *testing.T) {
 
 func TestSandbox(t *testing.T) {
 	p := simplePod(t, "", "")
-	s := Sandbox(p, SandboxOptions{Rootfs: "/root/pause", Args: []string{"/pause", "pause"}, CgroupsPath: "/staticlet/x"})
+	s := Sandbox(p, SandboxOptions{Rootfs: "/root/pause", Args: []string{"/pause", "pause"}, CgroupsPath: "/staticlet/x",
+		Env: []string{"LD_LIBRARY_PATH=/lib/x"}})
+	if want := []string{defaultPath, "LD_LIBRARY_PATH=/lib/x"}; !slices.Equal(s.Process.Env, want) {
+		t.Errorf("Sandbox() env = %q, want %q", s.Process.Env, want)
+	}
 	if s.Root == nil || s.Root.Path != "/root/pause" || !s.Root.Readonly {
 		t.Errorf("Sandbox() root = %+v, want /root/pause read-only", s.Root)
 	}

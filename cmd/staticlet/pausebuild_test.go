@@ -1,0 +1,247 @@
+package main
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// dynamicBinary returns staticlet built as a plain `go build` (or `go
+// install`) builds it where a C compiler is found: with cgo, dynamically
+// linked against the C library. It is built once per test binary.
+func dynamicBinary(t *testing.T) string {
+	t.Helper()
+	dynamicOnce.Do(func() {
+		if _, err := exec.LookPath("gcc"); err != nil {
+			dynamicErr = fmt.Errorf("no C compiler for a cgo build (make deps installs gcc): %w", err)
+			return
+		}
+		dynamicPath, dynamicErr = buildStaticlet("1")
+	})
+	if dynamicErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(dynamicErr)
+		}
+		t.Skip(dynamicErr)
+	}
+	f, err := elf.Open(dynamicPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dynamic := false
+	for _, p := range f.Progs {
+		dynamic = dynamic || p.Type == elf.PT_INTERP
+	}
+	if !dynamic {
+		t.Fatalf("%s built with CGO_ENABLED=1 has no program interpreter: not dynamically linked", dynamicPath)
+	}
+	return dynamicPath
+}
+
+var (
+	dynamicOnce sync.Once
+	dynamicPath string
+	dynamicErr  error
+)
+
+// TestDynamicBuild runs a pod with a dynamically linked staticlet, whose
+// copy is the pause program of the pod's sandbox: the pause runs (its root
+// gets the program's libraries), the app is started once, and the sandbox
+// is neither restarted nor re-created. Every other end-to-end test runs
+// the static build make makes.
+func TestDynamicBuild(t *testing.T) {
+	bin := dynamicBinary(t)
+	e := newEnv(t)
+	e.bin = bin
+	d := e.start()
+	e.write("web.yaml", sleeperPod("web", "first", false))
+
+	name := "web-" + testNode
+	p := d.waitPod(name, 60*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p)
+	})
+	sb := e.sandboxID(t)
+	pid := e.sandboxPid(t, sb)
+	if !processRunning(pid) {
+		t.Fatalf("pause process %d of sandbox %s is not running", pid, sb)
+	}
+	if got := cmdline(pid); len(got) == 0 || got[len(got)-1] != "pause" {
+		t.Errorf("pause process %d runs %q, want the pause program", pid, got)
+	}
+	// Two more passes over the pod (a resync every 5s) find nothing to
+	// do: no sandbox restarted or re-created, the app as it was.
+	passes := d.syncs("default/" + name)
+	waitFor(t, 30*time.Second, "two more passes over the pod", func() (bool, string) {
+		n := d.syncs("default/" + name)
+		return n >= passes+2, fmt.Sprintf("%d passes", n-passes)
+	})
+	events := d.waitEvents(t, "default/"+name, time.Second, "the events", func([]podEvent) bool { return true })
+	for _, bad := range []string{"SandboxChanged", "SandboxExited", "FailedCreatePodSandBox"} {
+		if n := countReason(events, bad); n > 0 {
+			t.Errorf("%d %s events with a dynamically linked build, want none: %v", n, bad, events)
+		}
+	}
+	q, err := d.pod(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.sandboxID(t) != sb || q.Status.ContainerStatuses[0].ContainerID != p.Status.ContainerStatuses[0].ContainerID ||
+		q.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("pod changed: sandbox %s -> %s, container %s -> %s, restarts %d", sb, e.sandboxID(t),
+			p.Status.ContainerStatuses[0].ContainerID, q.Status.ContainerStatuses[0].ContainerID, q.Status.ContainerStatuses[0].RestartCount)
+	}
+}
+
+// sandboxReady tells whether p's status says its sandbox runs.
+func sandboxReady(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodReadyToStartContainers {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// sandboxPid returns the pause process of sandbox id.
+func (e *env) sandboxPid(t *testing.T, id string) int {
+	t.Helper()
+	ctx := nsCtx(t.Context())
+	c, err := e.client.LoadContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		t.Fatalf("the task of sandbox %s: %v", id, err)
+	}
+	return int(task.Pid())
+}
+
+// podEvent is an event as the tests look at it.
+type podEvent struct{ reason, message string }
+
+func (e podEvent) String() string { return e.reason + ": " + e.message }
+
+// waitEvents waits until the events of pod (namespace/name) satisfy cond,
+// and returns them.
+func (d *daemon) waitEvents(t *testing.T, pod string, timeout time.Duration, what string, cond func([]podEvent) bool) []podEvent {
+	t.Helper()
+	var evs []podEvent
+	waitFor(t, timeout, what, func() (bool, string) {
+		all, err := d.client().Events(t.Context(), pod)
+		if err != nil {
+			return false, err.Error()
+		}
+		evs = evs[:0]
+		for _, e := range all {
+			evs = append(evs, podEvent{reason: e.Reason, message: e.Message})
+		}
+		return cond(evs), fmt.Sprint(evs)
+	})
+	return evs
+}
+
+// countReason counts the events with reason.
+func countReason(evs []podEvent, reason string) int {
+	n := 0
+	for _, e := range evs {
+		if e.reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// withReason returns the messages of the events with reason.
+func withReason(evs []podEvent, reason string) []string {
+	var out []string
+	for _, e := range evs {
+		if e.reason == reason {
+			out = append(out, e.message)
+		}
+	}
+	return out
+}
+
+// syncs counts the passes the daemon logged over pod (namespace/name).
+func (d *daemon) syncs(pod string) int {
+	n := 0
+	for _, line := range strings.Split(d.out.String(), "\n") {
+		if strings.Contains(line, `msg="synced pod"`) && strings.Contains(line, "pod="+pod+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSandboxPauseKilled kills a pod's pause process, again each time it
+// is back: a new one is started in the same sandbox while the app runs on
+// (the same container and process, no restart), each exit is told with its
+// exit code, and the third comes back only after a back-off.
+func TestSandboxPauseKilled(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	e.write("web.yaml", sleeperPod("web", "first", false))
+	name := "web-" + testNode
+	p := d.waitPod(name, 30*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p)
+	})
+	app := p.Status.ContainerStatuses[0]
+	appPid, err := e.pidOf(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := e.sandboxID(t)
+	for i := 1; i <= 3; i++ {
+		pid := e.sandboxPid(t, sb)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("killing pause process %d: %v", pid, err)
+		}
+		d.waitEvents(t, "default/"+name, 60*time.Second, fmt.Sprintf("pause started again (%d)", i), func(evs []podEvent) bool {
+			return countReason(evs, "SandboxStarted") == i
+		})
+		waitFor(t, 10*time.Second, "the new pause process", func() (bool, string) {
+			c, err := e.client.LoadContainer(nsCtx(t.Context()), sb)
+			if err != nil {
+				return false, err.Error()
+			}
+			task, err := c.Task(nsCtx(t.Context()), nil)
+			if err != nil {
+				return false, err.Error()
+			}
+			return int(task.Pid()) != pid && processRunning(int(task.Pid())), fmt.Sprintf("pid %d", task.Pid())
+		})
+	}
+	evs := d.waitEvents(t, "default/"+name, 5*time.Second, "the events", func([]podEvent) bool { return true })
+	exits := withReason(evs, "SandboxExited")
+	if len(exits) != 3 || !strings.Contains(exits[0], "exited with code 137") || !strings.Contains(exits[0], "containers keep running") {
+		t.Errorf("SandboxExited events = %q, want 3 with exit code 137", exits)
+	}
+	if n := countReason(evs, "BackOff"); n == 0 {
+		t.Errorf("no BackOff event: the pause was restarted at once each time: %v", evs)
+	}
+	if n := countReason(evs, "SandboxChanged") + countReason(evs, "Killing"); n != 0 {
+		t.Errorf("the pod was re-created or its container stopped: %v", evs)
+	}
+	q := d.waitPod(name, 30*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p)
+	})
+	if e.sandboxID(t) != sb {
+		t.Errorf("sandbox %s replaced by %s", sb, e.sandboxID(t))
+	}
+	if cs := q.Status.ContainerStatuses[0]; cs.ContainerID != app.ContainerID || cs.RestartCount != 0 || !processRunning(appPid) {
+		t.Errorf("app %s restarts %d (process %d running %v), want %s untouched", cs.ContainerID, cs.RestartCount, appPid, processRunning(appPid), app.ContainerID)
+	}
+	if out, err := d.cli("describe", "pod", name); err != nil || !strings.Contains(out, "SandboxExited") || !strings.Contains(out, "exited with code 137") {
+		t.Errorf("describe pod = %q, %v; want the SandboxExited events", out, err)
+	}
+}
