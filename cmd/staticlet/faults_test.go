@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/testimage"
 )
 
@@ -337,7 +338,11 @@ func (w *dupWatch) sample() {
 		if len(args) < 4 || args[1] != "-c" || !strings.HasPrefix(args[3], "dupcheck-") || !processRunning(pid) {
 			continue
 		}
-		seen[args[3]] = append(seen[args[3]], proc{pid, parentOf(pid)})
+		ppid := 0
+		if p, err := procfs.Read(pid); err == nil {
+			ppid = p.PPID
+		}
+		seen[args[3]] = append(seen[args[3]], proc{pid, ppid})
 	}
 	now := map[string]bool{}
 	for name, ps := range seen {
@@ -370,25 +375,6 @@ func cgroupLeaf(pid int) string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return filepath.Base(lines[len(lines)-1])
-}
-
-// parentOf returns the parent of process pid, or 0.
-func parentOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(fields[1])
-	return ppid
 }
 
 // stop ends the watch and returns what it saw; it may be called again.

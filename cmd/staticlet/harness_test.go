@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/ctrdtest"
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/testimage"
 )
@@ -394,13 +395,8 @@ func (e *env) containers(ctx context.Context) []client.Container {
 
 // processRunning tells whether pid is alive and not a zombie.
 func processRunning(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+	p, err := procfs.Read(pid)
+	return err == nil && p.State != 'Z'
 }
 
 // cmdline returns the arguments of process pid.

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/ctrdtest"
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/testimage"
 )
 
@@ -329,13 +329,8 @@ func environ(t *testing.T, pid uint32) []string {
 
 // gone says whether pid no longer exists (or is a zombie nobody reaped yet).
 func gone(pid uint32) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	// The state follows the command name, which is in parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
+	p, err := procfs.Read(int(pid))
+	return err != nil || p.State == 'Z'
 }
 
 // utsHostname returns the host name in pid's UTS namespace. It enters the

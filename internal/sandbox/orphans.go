@@ -254,6 +254,10 @@ func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool)
 	if err != nil {
 		return nil, err
 	}
+	logs, err := os.ReadDir(r.cfg.PodLogsDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("listing pod log directories: %w", err)
+	}
 	has := map[string]bool{}
 	for _, rec := range recs {
 		has[rec.PodUID] = true
@@ -265,12 +269,7 @@ func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool)
 		if has[uid] || keep(uid) {
 			continue
 		}
-		namespace, name := "", ""
-		// Its logs are <namespace>_<name>_<uid>; neither holds '_'.
-		if logs, _ := filepath.Glob(filepath.Join(r.cfg.PodLogsDir, "*_*_"+globEscape(uid))); len(logs) == 1 {
-			parts := strings.SplitN(filepath.Base(logs[0]), "_", 3)
-			namespace, name = parts[0], parts[1]
-		}
+		namespace, name := podLogNames(logs, uid)
 		r.cfg.Logger.Info("removing the files of a pod with no container and no manifest", "uid", uid, "pod", namespace+"/"+name)
 		if err := r.RemovePodFiles(ctx, namespace, name, uid); err != nil {
 			errs = append(errs, err)
@@ -281,14 +280,14 @@ func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool)
 	return removed, errors.Join(errs...)
 }
 
-// globEscape escapes the characters filepath.Match treats specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
+// podLogNames returns the namespace and name of the pod with uid from its
+// log directory among logs, <namespace>_<name>_<uid> (neither holds '_'),
+// or nothing when it has none.
+func podLogNames(logs []os.DirEntry, uid string) (namespace, name string) {
+	for _, e := range logs {
+		if parts := strings.SplitN(e.Name(), "_", 3); len(parts) == 3 && parts[2] == uid {
+			return parts[0], parts[1]
 		}
-		b.WriteRune(c)
 	}
-	return b.String()
+	return "", ""
 }

@@ -84,7 +84,7 @@ func TestStartSandboxAgain(t *testing.T) {
 	if net, pin := nsLink(t, rec.Pid, "net"), pinInode(t, nsDir, netns.Net); net != pin {
 		t.Errorf("new pause process in %s, want the pinned %s", net, pin)
 	}
-	if !processRunning(c.Pid) {
+	if gone(c.Pid) {
 		t.Errorf("container process %d gone after its sandbox was started again", c.Pid)
 	}
 	listed := h.sandboxRecord(p)
@@ -156,15 +156,4 @@ func boomProgram(t *testing.T) string {
 		t.Fatalf("building the boom program: %v\n%s", err, out)
 	}
 	return filepath.Join(dir, "boom")
-}
-
-// processRunning tells whether pid is alive and not a zombie.
-func processRunning(pid uint32) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
 }
