@@ -65,6 +65,62 @@ func (v view) stale(keep string) []pod.Record {
 	return out
 }
 
+// byID returns the record of container id, or nil.
+func (v view) byID(id string) *pod.Record {
+	for _, rs := range v.byName {
+		for i := range rs {
+			if rs[i].ID == id {
+				return &rs[i]
+			}
+		}
+	}
+	return nil
+}
+
+// sandboxDead tells whether sandbox sb ran and exited.
+func (v view) sandboxDead(sb string) bool {
+	for _, s := range v.sandboxes {
+		if s.ID == sb {
+			return s.State == pod.TaskExited
+		}
+	}
+	return false
+}
+
+// ran tells whether any container of sandbox sb has run: it runs, or it
+// exited. One that was created and never started has not.
+func (v view) ran(sb string) bool {
+	for _, rs := range v.byName {
+		for _, r := range rs {
+			if r.SandboxID == sb && r.State != pod.TaskCreated {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// latest returns the newest record of name in sandbox sb, or in any sandbox
+// when sb is empty.
+func (v view) latest(sb, name string) *pod.Record {
+	for _, r := range v.byName[name] {
+		if sb == "" || r.SandboxID == sb {
+			return &r
+		}
+	}
+	return nil
+}
+
+// names returns the container names in v, sorted.
+func (v view) names() []string {
+	out := make([]string, 0, len(v.byName))
+	for name := range v.byName {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // in returns the records of container name in sandbox sb, newest first.
 func (v view) in(sb, name string) []pod.Record {
 	var out []pod.Record

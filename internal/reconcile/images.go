@@ -16,37 +16,28 @@ func waitsForImage(reason string) bool {
 	return false
 }
 
-// imagesArrived tells the worker that images became present, and wakes it
-// if it has any container waiting for an image.
-func (w *worker) imagesArrived(names []string) {
-	w.mu.Lock()
-	if w.arrived == nil {
-		w.arrived = map[string]bool{}
+// retryArrived lets containers of p that wait for an image among those
+// arrived start now rather than after their backoff. The failure count
+// stays, so that if the start fails again its backoff goes on growing.
+func (c *podCore) retryArrived(p *pod.Pod) []action {
+	arrived := c.arrived
+	c.arrived = nil
+	if len(arrived) == 0 {
+		return nil
 	}
-	for _, n := range names {
-		w.arrived[n] = true
-	}
-	w.mu.Unlock()
-	w.poke()
-}
-
-// retryArrived lets containers of p that wait for an image among arrived
-// start now rather than after their backoff. The failure count stays, so
-// that if the start fails again its backoff goes on growing.
-func (w *worker) retryArrived(p *pod.Pod, arrived map[string]bool) {
-	if p == nil || len(arrived) == 0 {
-		return
-	}
+	var out []action
 	retry := func(cs []v1.Container) {
-		for _, c := range cs {
-			ws, ok := w.waiting[c.Name]
-			if ok && waitsForImage(ws.reason) && arrived[pod.ImageName(c.Image)] {
-				ws.retryAt = w.now()
-				w.waiting[c.Name] = ws
-				w.log.Info("image arrived; starting the container without waiting out its backoff", "container", c.Name, "image", c.Image)
+		for _, ctr := range cs {
+			ws, ok := c.mem.waiting[ctr.Name]
+			if ok && waitsForImage(ws.reason) && arrived[pod.ImageName(ctr.Image)] {
+				ws.retryAt = c.now
+				c.mem.waiting[ctr.Name] = ws
+				out = append(out, note{msg: "image arrived; starting the container without waiting out its backoff",
+					args: []any{"container", ctr.Name, "image", ctr.Image}})
 			}
 		}
 	}
 	retry(p.Spec.InitContainers)
 	retry(p.Spec.Containers)
+	return out
 }

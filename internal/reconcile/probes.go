@@ -1,10 +1,7 @@
 package reconcile
 
 import (
-	"context"
 	"fmt"
-	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -30,11 +27,8 @@ type probeState struct {
 }
 
 // noteProbe records verdict v and tells whether it changed a result.
-// Called by the reconciler's loop.
-func (w *worker) noteProbe(v pod.ProbeVerdict) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ps := w.probes[v.ContainerID]
+func (c *podCore) noteProbe(v pod.ProbeVerdict) bool {
+	ps := c.probes.results[v.ContainerID]
 	var cur *pod.ProbeResult
 	switch v.Type {
 	case pod.Liveness:
@@ -50,7 +44,7 @@ func (w *worker) noteProbe(v pod.ProbeVerdict) bool {
 		return false
 	}
 	*cur = v.Result
-	w.probes[v.ContainerID] = ps
+	c.probes.results[v.ContainerID] = ps
 	return true
 }
 
@@ -68,23 +62,10 @@ func probeEvents(v pod.ProbeVerdict) []pod.Event {
 	return out
 }
 
-// probeSnapshot copies the probe results for a status report.
-func (w *worker) probeSnapshot() map[string]probeState {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := make(map[string]probeState, len(w.probes))
-	for id, ps := range w.probes {
-		out[id] = ps
-	}
-	return out
-}
-
 // unhealthy tells which probe, liveness or startup, failed for good for
 // container id; empty when none did.
-func (w *worker) unhealthy(id string) pod.ProbeType {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	ps, ok := w.probes[id]
+func (c *podCore) unhealthy(id string) pod.ProbeType {
+	ps, ok := c.probes.results[id]
 	switch {
 	case !ok:
 		return ""
@@ -96,29 +77,9 @@ func (w *worker) unhealthy(id string) pod.ProbeType {
 	return ""
 }
 
-// killUnhealthy stops running container r of c, whose liveness or startup
-// probe failed, with the probe's grace period, else the pod's, as the
-// kubelet does; its restart policy then decides on a restart.
-func (w *worker) killUnhealthy(ctx context.Context, p *pod.Pod, c *v1.Container, r pod.Record, typ pod.ProbeType) error {
-	pr := c.LivenessProbe
-	if typ == pod.Startup {
-		pr = c.StartupProbe
-	}
-	grace := podGrace(p)
-	if pr != nil && pr.TerminationGracePeriodSeconds != nil {
-		grace = time.Duration(*pr.TerminationGracePeriodSeconds) * time.Second
-	}
-	w.event(c.Name, pod.EventNormal, "Killing", fmt.Sprintf("Container %s failed %s probe, will be restarted", c.Name, strings.ToLower(string(typ))))
-	w.probeKilled[r.ID] = true
-	if err := w.stopContainer(ctx, r, grace, p); err != nil {
-		return fmt.Errorf("stopping container %q of pod %s after its %s probe failed: %w", c.Name, p, strings.ToLower(string(typ)), err)
-	}
-	return nil
-}
-
 // setProbes hands the prober the running containers of sandbox sb that
 // have probes, and forgets the results of containers no longer running.
-func (w *worker) setProbes(p *pod.Pod, v view, sb pod.Record) {
+func (c *podCore) setProbes(out []action, p *pod.Pod, v view, sb pod.Record) []action {
 	var targets []pod.ProbeTarget
 	live := map[string]bool{}
 	// Probes reach the pod at its address; without one (hostNetwork, or
@@ -127,41 +88,39 @@ func (w *worker) setProbes(p *pod.Pod, v view, sb pod.Record) {
 	if len(sb.IPs) > 0 && !p.Spec.HostNetwork {
 		podIP = sb.IPs[0]
 	}
-	add := func(c *v1.Container) {
-		r := v.latest(sb.ID, c.Name)
-		if r == nil || r.State != pod.TaskRunning || r.Hash != pod.ContainerHash(c) {
+	add := func(ctr *v1.Container) {
+		r := v.latest(sb.ID, ctr.Name)
+		if r == nil || r.State != pod.TaskRunning || r.Hash != pod.ContainerHash(ctr) {
 			return
 		}
 		live[r.ID] = true
-		if c.LivenessProbe == nil && c.ReadinessProbe == nil && c.StartupProbe == nil {
+		if ctr.LivenessProbe == nil && ctr.ReadinessProbe == nil && ctr.StartupProbe == nil {
 			return
 		}
-		targets = append(targets, pod.ProbeTarget{Pod: p, Container: c, ContainerID: r.ID, SandboxID: sb.ID, PodIP: podIP,
+		targets = append(targets, pod.ProbeTarget{Pod: p, Container: ctr, ContainerID: r.ID, SandboxID: sb.ID, PodIP: podIP,
 			StartedAt: r.StartedAt})
 	}
 	if sb.ID != "" && sb.State != pod.TaskExited {
 		for i := range p.Spec.InitContainers {
-			if c := &p.Spec.InitContainers[i]; isSidecar(c) {
-				add(c)
+			if ctr := &p.Spec.InitContainers[i]; isSidecar(ctr) {
+				add(ctr)
 			}
 		}
 		for i := range p.Spec.Containers {
 			add(&p.Spec.Containers[i])
 		}
 	}
-	w.prober.Set(w.key, targets)
-	w.mu.Lock()
-	for id := range w.probes {
+	for id := range c.probes.results {
 		if !live[id] {
-			delete(w.probes, id)
+			delete(c.probes.results, id)
 		}
 	}
-	w.mu.Unlock()
-	for id := range w.probeKilled {
+	for id := range c.probes.killed {
 		if v.byID(id) == nil {
-			delete(w.probeKilled, id)
+			delete(c.probes.killed, id)
 		}
 	}
+	return append(out, probe{targets: targets})
 }
 
 // probedStatus applies probe results to the status of container c, which

@@ -100,11 +100,10 @@ type Config struct {
 type Reconciler struct {
 	cfg       Config
 	heartbeat atomic.Int64 // unix nanos of the loop's last turn
-
-	// mu guards the fields below, shared by Run and ShutdownNode.
-	mu     sync.Mutex
-	live   map[*worker]bool // the workers whose goroutines run
-	halted bool             // the node is shutting down: pods stay stopped
+	// requests carries node shutdown and resume requests into Run's loop,
+	// which owns the workers; stopped is closed when Run returns.
+	requests chan nodeRequest
+	stopped  chan struct{}
 }
 
 // New returns a Reconciler; it starts nothing.
@@ -130,7 +129,7 @@ func New(cfg Config) *Reconciler {
 	if cfg.Prober == nil {
 		cfg.Prober = noProber{}
 	}
-	return &Reconciler{cfg: cfg}
+	return &Reconciler{cfg: cfg, requests: make(chan nodeRequest), stopped: make(chan struct{})}
 }
 
 // heartbeatPeriod is how often the loop turns with nothing else to do, so
@@ -149,86 +148,34 @@ func (r *Reconciler) Alive() bool {
 // the Prober's verdicts (nil when there is no prober). Pods keep running
 // when Run returns.
 func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <-chan pod.TaskExit, verdicts <-chan pod.ProbeVerdict) error {
+	defer close(r.stopped)
 	r.heartbeat.Store(time.Now().UnixNano())
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	workers := map[pod.Key]*worker{}
-	done := make(chan *worker)
-	start := func(key pod.Key, p *pod.Pod) {
-		w := newWorker(key, &r.cfg)
-		w.desired = p
-		workers[key] = w
-		r.enlist(w)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.run(ctx)
-			select {
-			case done <- w:
-			case <-ctx.Done():
-			}
-		}()
-		w.poke()
-	}
-	// wantUIDs are the UIDs of the desired pods, for sweeps running
-	// beside the loop; set before any worker can make files for them.
-	var wantUIDs atomic.Pointer[map[string]bool]
-	wantUIDs.Store(&map[string]bool{})
-	sweeping := make(chan struct{}, 1) // holds a token while a sweep runs
-	sweep := func() {
-		select {
-		case sweeping <- struct{}{}:
-		default:
-			return // the last one is still at it
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sweeping }()
-			keep := func(uid string) bool { return (*wantUIDs.Load())[uid] }
-			if err := r.cfg.Runtime.SweepOrphans(ctx, keep); err != nil && ctx.Err() == nil {
-				r.cfg.Logger.Warn("sweeping what no container leads to", "err", err)
-			}
-		}()
-	}
-	apply := func(set []*pod.Pod) {
-		want := make(map[pod.Key]*pod.Pod, len(set))
-		uids := make(map[string]bool, len(set))
-		for _, p := range set {
-			want[p.Key()] = p
-			uids[string(p.UID)] = true
-		}
-		wantUIDs.Store(&uids)
-		for key, p := range want {
-			if w, ok := workers[key]; !ok || !w.set(p) {
-				start(key, p)
-			}
-		}
-		for key, w := range workers {
-			if _, ok := want[key]; !ok {
-				if !w.set(nil) {
-					delete(workers, key)
-				}
-			}
-		}
-	}
+	l := &loop{r: r, ctx: ctx, workers: map[pod.Key]*worker{}, done: make(chan *worker), sweeping: make(chan struct{}, 1)}
+	l.wantUIDs.Store(&map[string]bool{})
+	defer l.wg.Wait()
 
 	// Nothing is started or stopped before the sources have been read once.
 	var first []*pod.Pod
-	select {
-	case <-ctx.Done():
-		return nil
-	case first = <-desired:
+	for first == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case req := <-r.requests:
+			l.serve(req)
+		case first = <-desired:
+			if first == nil {
+				first = []*pod.Pod{}
+			}
+		}
 	}
-	if err := r.adopt(ctx, first, start); err != nil {
+	if err := r.adopt(ctx, first, l.start); err != nil {
 		return err
 	}
-	apply(first)
+	l.apply(first)
 	r.cfg.Reporter.SetReady()
-	sweep()
+	l.sweep()
 
 	resync := time.NewTicker(r.cfg.Resync)
 	defer resync.Stop()
@@ -240,48 +187,129 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		case <-ctx.Done():
 			return nil
 		case set := <-desired:
-			apply(set)
+			l.apply(set)
 		case e := <-exits:
 			if e.ContainerID == "" {
-				for _, w := range workers {
-					w.poke()
-				}
-				continue
-			}
-			if w, ok := workers[e.Pod]; ok {
-				w.poke()
+				l.pokeAll()
+			} else if w, ok := l.workers[e.Pod]; ok {
+				w.box.send(pokeMsg{})
 			} else {
 				// A container of a pod no worker owns: clean it up.
-				start(e.Pod, nil)
+				l.start(e.Pod, nil)
 			}
 		case v := <-verdicts:
-			w, ok := workers[v.Pod]
+			w, ok := l.workers[v.Pod]
 			if !ok {
 				continue // a pod being created or gone: its next pass decides
 			}
 			for _, e := range probeEvents(v) {
 				r.cfg.Reporter.Event(e)
 			}
-			if w.noteProbe(v) {
-				w.poke()
-			}
-		case w := <-done:
-			r.dismiss(w)
-			if workers[w.key] == w {
-				delete(workers, w.key)
+			w.box.send(verdictMsg{v})
+		case w := <-l.done:
+			if l.workers[w.key] == w {
+				delete(l.workers, w.key)
 			}
 		case names := <-r.cfg.ImagesArrived:
-			for _, w := range workers {
-				w.imagesArrived(names)
+			for _, w := range l.workers {
+				w.box.send(imagesMsg{names})
 			}
+		case req := <-r.requests:
+			l.serve(req)
 		case <-resync.C:
-			for _, w := range workers {
-				w.poke()
-			}
-			sweep()
+			l.pokeAll()
+			l.sweep()
 		case <-beat.C:
 		}
 	}
+}
+
+// loop is the state of Run's loop, which only Run's goroutine touches:
+// the workers, one per pod, and whether the node is shut down.
+type loop struct {
+	r       *Reconciler
+	ctx     context.Context
+	wg      sync.WaitGroup
+	workers map[pod.Key]*worker
+	want    map[pod.Key]*pod.Pod // the desired pods, as last set
+	done    chan *worker         // workers whose goroutines returned
+	halted  bool                 // the node is shutting down: pods stay stopped
+	// wantUIDs are the UIDs of the desired pods, for sweeps running beside
+	// the loop; set before any worker can make files for them.
+	wantUIDs atomic.Pointer[map[string]bool]
+	sweeping chan struct{} // holds a token while a sweep runs
+}
+
+// start starts a worker for pod key, desired as p (nil: to be removed).
+func (l *loop) start(key pod.Key, p *pod.Pod) {
+	w := newWorker(key, &l.r.cfg)
+	w.core.setDesired(p)
+	w.pending = true
+	if l.halted {
+		// Started while the node is shut down: it starts nothing.
+		w.order = carriedOut()
+		w.core.setHalted(true)
+	}
+	l.workers[key] = w
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		w.run(l.ctx)
+		select {
+		case l.done <- w:
+		case <-l.ctx.Done():
+		}
+	}()
+}
+
+// apply hands every worker its pod from a new desired set, starting
+// workers for new pods and telling the others' to remove theirs.
+func (l *loop) apply(set []*pod.Pod) {
+	want := make(map[pod.Key]*pod.Pod, len(set))
+	uids := make(map[string]bool, len(set))
+	for _, p := range set {
+		want[p.Key()] = p
+		uids[string(p.UID)] = true
+	}
+	l.wantUIDs.Store(&uids)
+	l.want = want
+	for key, p := range want {
+		if w, ok := l.workers[key]; !ok || !w.box.send(desiredMsg{p}) {
+			l.start(key, p)
+		}
+	}
+	for key, w := range l.workers {
+		if _, ok := want[key]; !ok {
+			if !w.box.send(desiredMsg{nil}) {
+				delete(l.workers, key)
+			}
+		}
+	}
+}
+
+func (l *loop) pokeAll() {
+	for _, w := range l.workers {
+		w.box.send(pokeMsg{})
+	}
+}
+
+// sweep removes, beside the workers, what staticlet made that no
+// container leads to any more; one sweep at a time.
+func (l *loop) sweep() {
+	select {
+	case l.sweeping <- struct{}{}:
+	default:
+		return // the last one is still at it
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() { <-l.sweeping }()
+		keep := func(uid string) bool { return (*l.wantUIDs.Load())[uid] }
+		if err := l.r.cfg.Runtime.SweepOrphans(l.ctx, keep); err != nil && l.ctx.Err() == nil {
+			l.r.cfg.Logger.Warn("sweeping what no container leads to", "err", err)
+		}
+	}()
 }
 
 // adopt looks at every container staticlet has in the runtime and starts a

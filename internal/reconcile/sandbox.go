@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -79,34 +78,34 @@ func inPlace(p *pod.Pod, sb pod.Record) bool { return sb.Pinned && !sharesPID(p)
 
 // decideSandbox decides for the pod's current sandbox and tells of a pause
 // process that exited, and of a wait, in events and in the status.
-func (w *worker) decideSandbox(p *pod.Pod, v view, sb pod.Record, exists bool, now time.Time) sandboxDecision {
-	if w.sbRetry.hash != p.SandboxHash {
+func (c *podCore) decideSandbox(out []action, p *pod.Pod, v view, sb pod.Record, exists bool) (sandboxDecision, []action) {
+	if c.sb.retry.hash != p.SandboxHash {
 		// A new pod spec starts without the old one's backoff.
-		w.sbRetry = sandboxRetry{hash: p.SandboxHash}
+		c.sb.retry = sandboxRetry{hash: p.SandboxHash}
 	}
-	terminal := exists && w.terminal(p, v, sb.ID)
-	d := decideSandbox(sb, exists, terminal, sharesPID(p), w.backoff, &w.sbRetry, now)
+	terminal := exists && c.terminal(p, v, sb.ID)
+	d := decideSandbox(sb, exists, terminal, sharesPID(p), c.backoff, &c.sb.retry, c.now)
 	if d.exited {
 		next := "the pod will be re-created"
 		if inPlace(p, sb) {
 			next = "it will be started again; the pod's containers keep running"
 		}
 		msg := fmt.Sprintf("Pod sandbox's pause process exited with code %d: %s; %s", sb.ExitCode, outputOrNone(sb.Message), next)
-		w.event("", pod.EventWarning, "SandboxExited", msg)
-		w.sbDown = waitingState{reason: "SandboxExited", message: msg}
+		out = append(out, c.event(c.now, "", pod.EventWarning, "SandboxExited", msg))
+		c.sb.down = waitingState{reason: "SandboxExited", message: msg}
 	}
-	if d.step == sandboxWait && w.sbDown.reason != "BackOff" {
-		msg := fmt.Sprintf("Back-off restarting failed pod sandbox: next try in %s", d.until.Sub(now).Round(time.Second))
-		if w.sbDown.message != "" {
-			msg += " (" + w.sbDown.message + ")"
+	if d.step == sandboxWait && c.sb.down.reason != "BackOff" {
+		msg := fmt.Sprintf("Back-off restarting failed pod sandbox: next try in %s", d.until.Sub(c.now).Round(time.Second))
+		if c.sb.down.message != "" {
+			msg += " (" + c.sb.down.message + ")"
 		}
-		w.event("", pod.EventWarning, "BackOff", msg)
-		w.sbDown = waitingState{reason: "BackOff", message: msg}
+		out = append(out, c.event(c.now, "", pod.EventWarning, "BackOff", msg))
+		c.sb.down = waitingState{reason: "BackOff", message: msg}
 	}
 	if d.step == sandboxKeep && sb.State == pod.TaskRunning {
-		w.sbDown = waitingState{}
+		c.sb.down = waitingState{}
 	}
-	return d
+	return d, out
 }
 
 // outputOrNone is a pause process's output as an event tells it.
@@ -117,51 +116,18 @@ func outputOrNone(out string) string {
 	return out
 }
 
-// createSandbox creates the pod's sandbox; a failure is told of and backs
-// off.
-func (w *worker) createSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error) {
-	w.sbRetry.attempted()
-	start := time.Now()
-	rec, err := w.rt.CreateSandbox(ctx, p)
-	w.log.Debug("created sandbox", "took", time.Since(start), "err", err)
-	if err != nil {
-		w.sandboxFailed(err)
-	}
-	return rec, err
-}
-
-// startSandbox starts a created sandbox's pause process, or a new one in
-// place of one that exited (again), and says so when it fails, which
-// backs off.
-func (w *worker) startSandbox(ctx context.Context, sb pod.Record, again bool) (pod.Record, error) {
-	w.sbRetry.attempted()
-	start := time.Now()
-	rec, err := w.rt.StartSandbox(ctx, sb)
-	w.log.Debug("started sandbox", "took", time.Since(start), "err", err)
-	if err != nil {
-		w.sandboxFailed(err)
-		return rec, err
-	}
-	w.sbDown = waitingState{}
-	if again {
-		w.event("", pod.EventNormal, "SandboxStarted",
-			fmt.Sprintf("Started pod sandbox %s again (pause process %d); the pod's containers kept running", shortID(sb.ID), rec.Pid))
-	}
-	return rec, nil
-}
-
 // sandboxFailed tells that creating or starting the pod's sandbox failed
 // with err, and counts the failure.
-func (w *worker) sandboxFailed(err error) {
-	w.event("", pod.EventWarning, "FailedCreatePodSandBox", err.Error())
-	w.backoff.failed(&w.sbRetry, time.Time{}, w.now())
-	w.sbDown = waitingState{reason: "FailedCreatePodSandBox", message: err.Error()}
+func (c *podCore) sandboxFailed(out []action, err error) []action {
+	c.backoff.failed(&c.sb.retry, time.Time{}, c.now)
+	c.sb.down = waitingState{reason: "FailedCreatePodSandBox", message: err.Error()}
+	return append(out, c.event(c.now, "", pod.EventWarning, "FailedCreatePodSandBox", err.Error()))
 }
 
 // sandboxDue is how long until the sandbox may be tried again after a
 // failure; at least a millisecond.
-func (w *worker) sandboxDue() time.Duration {
-	return max(w.backoff.due(&w.sbRetry).Sub(w.now()), time.Millisecond)
+func (c *podCore) sandboxDue() time.Duration {
+	return max(c.backoff.due(&c.sb.retry).Sub(c.now), time.Millisecond)
 }
 
 // minAgain is the sooner of two "look again" delays, 0 meaning never.

@@ -21,7 +21,8 @@ const (
 
 // haltOrder tells a worker to stop its pod for a node shutdown and to start
 // nothing until the node resumes. Its worker closes done once the pod is
-// stopped (or ctx ended first), after setting err.
+// stopped (or ctx ended first), after setting err; ShutdownNode reads err
+// only after done is closed.
 type haltOrder struct {
 	// ctx bounds the stops. It is not the worker's: a staticlet told to exit
 	// in the middle of a node shutdown finishes the stops first.
@@ -67,37 +68,83 @@ func critical(p *pod.Pod) bool {
 // From then on no pod is restarted and no new pod started until
 // ResumeNode. Each stopped pod reports phase Failed, reason Terminated. It
 // returns when every pod is stopped, or when ctx ends. It may be called
-// while Run runs, from any goroutine; stops under way finish even if Run's
-// context ends meanwhile.
+// while Run runs, from any goroutine: Run's loop hands the orders out;
+// stops under way finish even if Run's context ends meanwhile.
 func (r *Reconciler) ShutdownNode(ctx context.Context, regular, critical time.Duration) error {
-	regularTurn, criticalTurn := make(chan struct{}), make(chan struct{})
-	var regulars, criticals []*haltOrder
-	r.mu.Lock()
-	r.halted = true
-	for w := range r.live {
-		o := &haltOrder{ctx: ctx, grace: regular, begin: regularTurn, done: make(chan struct{})}
-		crit := w.critical()
-		if crit {
-			o.grace, o.begin = critical, criticalTurn
+	req := nodeRequest{shutdown: true, ctx: ctx, regular: regular, critical: critical, orders: make(chan shutdownOrders, 1)}
+	var orders shutdownOrders
+	select {
+	case r.requests <- req:
+		orders = <-req.orders
+	case <-r.stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping pods for the node shutdown: %w", ctx.Err())
+	}
+	r.cfg.Logger.Info("node shutting down: stopping pods, regular ones first", "regular", len(orders.regular), "critical", len(orders.critical),
+		"regular grace", regular, "critical grace", critical)
+	close(orders.regularTurn)
+	err := waitOrders(ctx, orders.regular)
+	// Critical pods go last, and go even if some regular pod failed to stop.
+	close(orders.criticalTurn)
+	return errors.Join(err, waitOrders(ctx, orders.critical))
+}
+
+// ResumeNode lets pods run again after ShutdownNode, when the node's
+// shutdown was cancelled: each worker converges its pod afresh.
+func (r *Reconciler) ResumeNode() {
+	select {
+	case r.requests <- nodeRequest{}:
+	case <-r.stopped:
+	}
+}
+
+// nodeRequest asks Run's loop to shut the node down (shutdown set) or to
+// resume it.
+type nodeRequest struct {
+	shutdown          bool
+	ctx               context.Context
+	regular, critical time.Duration
+	orders            chan shutdownOrders // the loop's answer
+}
+
+// shutdownOrders are the halt orders the loop handed out, in two groups
+// that start when their turn channel is closed.
+type shutdownOrders struct {
+	regularTurn, criticalTurn chan struct{}
+	regular, critical         []*haltOrder
+}
+
+// serve carries out a node request.
+func (l *loop) serve(req nodeRequest) {
+	if !req.shutdown {
+		if l.halted {
+			l.halted = false
+			for _, w := range l.workers {
+				w.box.send(resumeMsg{})
+			}
+			l.r.cfg.Logger.Info("node shutdown cancelled: pods run again")
 		}
-		if !w.haltWith(o) {
+		return
+	}
+	l.halted = true
+	o := shutdownOrders{regularTurn: make(chan struct{}), criticalTurn: make(chan struct{})}
+	for key, w := range l.workers {
+		h := &haltOrder{ctx: req.ctx, grace: req.regular, begin: o.regularTurn, done: make(chan struct{})}
+		crit := critical(l.want[key])
+		if crit {
+			h.grace, h.begin = req.critical, o.criticalTurn
+		}
+		if !w.box.send(haltMsg{h}) {
 			continue
 		}
 		if crit {
-			criticals = append(criticals, o)
+			o.critical = append(o.critical, h)
 		} else {
-			regulars = append(regulars, o)
+			o.regular = append(o.regular, h)
 		}
 	}
-	r.mu.Unlock()
-	r.cfg.Logger.Info("node shutting down: stopping pods, regular ones first", "regular", len(regulars), "critical", len(criticals),
-		"regular grace", regular, "critical grace", critical)
-
-	close(regularTurn)
-	err := waitOrders(ctx, regulars)
-	// Critical pods go last, and go even if some regular pod failed to stop.
-	close(criticalTurn)
-	return errors.Join(err, waitOrders(ctx, criticals))
+	req.orders <- o
 }
 
 // waitOrders waits for every order to be carried out and joins their
@@ -113,127 +160,6 @@ func waitOrders(ctx context.Context, orders []*haltOrder) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ResumeNode lets pods run again after ShutdownNode, when the node's
-// shutdown was cancelled: each worker converges its pod afresh.
-func (r *Reconciler) ResumeNode() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.halted {
-		return
-	}
-	r.halted = false
-	for w := range r.live {
-		w.resume()
-	}
-	r.cfg.Logger.Info("node shutdown cancelled: pods run again")
-}
-
-// enlist records a new worker for ShutdownNode; one started while the node
-// is shut down starts nothing.
-func (r *Reconciler) enlist(w *worker) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.live == nil {
-		r.live = map[*worker]bool{}
-	}
-	r.live[w] = true
-	if r.halted {
-		w.halt = carriedOut()
-	}
-}
-
-// dismiss forgets a worker whose goroutine has returned.
-func (r *Reconciler) dismiss(w *worker) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.live, w)
-}
-
-// critical tells whether the worker's pod is a critical one.
-func (w *worker) critical() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return critical(w.desired)
-}
-
-// haltWith hands the worker order o; false when its goroutine is gone.
-func (w *worker) haltWith(o *haltOrder) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.exited {
-		return false
-	}
-	w.halt = o
-	if w.hook != nil {
-		// The container will be stopped: do not wait on its postStart hook.
-		w.hook.cancel()
-	}
-	w.poke()
-	return true
-}
-
-// resume lifts the worker's halt order and wakes it.
-func (w *worker) resume() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.halt = nil
-	w.poke()
-}
-
-// halted returns the worker's halt order, nil when it runs its pod, and
-// the desired pod.
-func (w *worker) halted() (*haltOrder, *pod.Pod) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.halt, w.desired
-}
-
-// obey carries out halt order o, once: when the pod's turn comes, it stops
-// every container of the pod through the worker's termination path,
-// keeping their records for the status, and reports the pod as terminated
-// by the node shutdown. Only the worker's goroutine calls it.
-func (w *worker) obey(o *haltOrder, p *pod.Pod) {
-	if o.finished() {
-		return
-	}
-	defer close(o.done)
-	select {
-	case <-o.begin:
-	case <-o.ctx.Done():
-		o.err = fmt.Errorf("stopping pod %s for the node shutdown: %w", w.key, o.ctx.Err())
-		return
-	}
-	recs, err := w.rt.PodContainers(o.ctx, w.key)
-	if err != nil {
-		o.err = fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", w.key, err)
-		return
-	}
-	w.prober.Set(w.key, nil)
-	grace := w.grace()
-	if p != nil {
-		grace = podGrace(p)
-	}
-	grace = min(grace, o.grace)
-	if p != nil {
-		w.event("", pod.EventNormal, "NodeShutdown", nodeShutdownMessage)
-	}
-	if err := w.stopAll(o.ctx, recs, grace, p, false); err != nil {
-		o.err = fmt.Errorf("stopping pod %s for the node shutdown: %w", w.key, err)
-	}
-	if p == nil {
-		return // a pod being removed: it goes, and has no status to report
-	}
-	if recs, err = w.rt.PodContainers(o.ctx, w.key); err != nil {
-		o.err = errors.Join(o.err, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", w.key, err))
-		return
-	}
-	v := newView(recs)
-	sb, _ := v.current(p)
-	st := buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: w.waiting, hostIP: w.hostIP, now: w.now()})
-	shutDownStatus(&st.Status, w.now())
-	w.rep.SetPod(st)
 }
 
 // shutDownStatus marks st as the status of a pod the node shutdown

@@ -1,0 +1,216 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// podCore is everything one pod's life depends on, and the decisions made
+// from it. It is pure: it takes what happened (a new spec, a probe
+// verdict, the outcome of an action) with the time, and returns what to do
+// next as actions. It never calls the runtime, reads a clock or starts a
+// goroutine; one worker owns it and performs its actions.
+//
+// A pass is one look at the pod: list its containers, decide, act, report.
+// A pass's decisions run in the order the kubelet's sync runs them, one
+// I/O action at a time: the core hands out an action together with what
+// to do with its outcome (cont), and step carries on from there.
+type podCore struct {
+	key     pod.Key
+	backoff Backoff
+	hostIP  string
+
+	desired *pod.Pod // nil: the pod must go
+	last    *pod.Pod // the last desired pod, for its grace period once it is removed
+	// halted is set while the node shuts down: nothing starts.
+	halted bool
+	mem    containerMemory
+	sb     sandboxMemory
+	probes probeMemory
+	// oomSeen holds the OOM-killed containers already told of in an
+	// event; nil until the first pass, which tells of none: those were
+	// killed before this worker began.
+	oomSeen map[string]bool
+	// filesLeft holds the UIDs of removed sandboxes whose files (state,
+	// logs, cgroups) are still to be removed: a failed removal is tried
+	// again on the next pass, which no longer finds their containers.
+	filesLeft map[string]bool
+	// arrived holds the images that became present since the last pass,
+	// by full name.
+	arrived map[string]bool
+	// hook is the postStart hook under way, if any.
+	hook *runningHook
+	// now is the time of the latest input.
+	now time.Time
+	// cont carries on the pass under way with the outcome of the I/O
+	// action last returned; nil between passes.
+	cont func(o outcome) []action
+}
+
+// containerMemory is what the core remembers of each container name
+// beyond what the runtime reports.
+type containerMemory struct {
+	streaks  map[string]*streak // restart backoff
+	waiting  map[string]waitingState
+	attempts map[string]int // restart counts carried across a sandbox re-creation
+}
+
+// sandboxMemory is what the core remembers of the pod's sandbox.
+type sandboxMemory struct {
+	// retry backs off the restarts of the pod's sandbox, and down says why
+	// it is not running, for the status (zero when it runs).
+	retry sandboxRetry
+	down  waitingState
+	// termSent is set once a terminal pod's sandbox has been stopped.
+	termSent bool
+}
+
+// probeMemory is what the probes said and did.
+type probeMemory struct {
+	results map[string]probeState // by container ID
+	// killed holds the containers stopped because a liveness or startup
+	// probe failed: they restart unless the policy is Never, whatever
+	// their exit code, as with the kubelet.
+	killed map[string]bool
+}
+
+// waitingState is why a container is not running, when a start failed.
+type waitingState struct {
+	reason, message string
+	failures        int       // failed starts in a row
+	retryAt         time.Time // no new start before this
+}
+
+func newCore(key pod.Key, b Backoff, hostIP string) *podCore {
+	return &podCore{
+		key: key, backoff: b, hostIP: hostIP,
+		mem:    containerMemory{streaks: map[string]*streak{}, waiting: map[string]waitingState{}, attempts: map[string]int{}},
+		probes: probeMemory{results: map[string]probeState{}, killed: map[string]bool{}},
+	}
+}
+
+// setDesired takes a new desired pod, nil when it must go.
+func (c *podCore) setDesired(p *pod.Pod) { c.desired = p }
+
+// imagesArrived notes images that became present; their waiting
+// containers start at the next pass without waiting out their backoff.
+func (c *podCore) imagesArrived(names []string) {
+	if c.arrived == nil {
+		c.arrived = map[string]bool{}
+	}
+	for _, n := range names {
+		c.arrived[n] = true
+	}
+}
+
+// setHalted halts the pod's starts for a node shutdown, or lifts that.
+func (c *podCore) setHalted(h bool) { c.halted = h }
+
+// abandon drops the pass under way, whose outcome will never come: the
+// worker is going away.
+func (c *podCore) abandon() { c.cont, c.hook = nil, nil }
+
+// begin starts a pass. It returns nothing when there is nothing to do: a
+// pod the node's shutdown stopped waits for the node to resume.
+func (c *podCore) begin(now time.Time) []action {
+	if c.cont != nil {
+		panic("reconcile: a pass begun during another")
+	}
+	c.now = now
+	p := c.desired
+	if p == nil {
+		return c.beginRemove()
+	}
+	if c.halted {
+		return nil
+	}
+	out := c.retryArrived(p)
+	return c.beginSync(out, p)
+}
+
+// step carries the pass on with the outcome of its last action.
+func (c *podCore) step(o outcome, now time.Time) []action {
+	k := c.cont
+	if k == nil {
+		panic(fmt.Sprintf("reconcile: outcome %T with no pass under way", o))
+	}
+	c.cont, c.now = nil, now
+	return k(o)
+}
+
+// await ends out with I/O action a, whose outcome k handles.
+func (c *podCore) await(out []action, a action, k func(o outcome) []action) []action {
+	c.cont = k
+	return append(out, a)
+}
+
+// done ends the pass.
+func done(out []action, again time.Duration, err error) []action {
+	return append(out, finish{again: again, err: err})
+}
+
+// event is an event about the pod, of one of its containers when
+// container is not empty.
+func (c *podCore) event(now time.Time, container, typ, reason, msg string) emit {
+	return emit{pod.Event{Time: now, Pod: c.key.String(), Container: container, Type: typ, Reason: reason, Message: msg}}
+}
+
+// grace is the termination grace period of the pod as last specified.
+func (c *podCore) grace() time.Duration {
+	if c.last != nil && c.last.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*c.last.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return defaultGrace
+}
+
+// replaceGrace is the grace for containers being replaced: that of the
+// spec they were started for, when this core has seen it, else p's.
+func (c *podCore) replaceGrace(p *pod.Pod) time.Duration {
+	if c.last == nil {
+		c.last = p
+	}
+	return c.grace()
+}
+
+// streak returns the restart streak of container name.
+func (c *podCore) streak(name string) *streak {
+	s, ok := c.mem.streaks[name]
+	if !ok {
+		s = &streak{}
+		c.mem.streaks[name] = s
+	}
+	return s
+}
+
+// retryLater is a step that cannot be taken before at; err, if not nil, is
+// why.
+type retryLater struct {
+	at  time.Time
+	err error
+}
+
+func (r *retryLater) Error() string {
+	if r.err == nil {
+		return "retrying at " + r.at.Format(time.RFC3339Nano)
+	}
+	return r.err.Error()
+}
+
+func (r *retryLater) Unwrap() error { return r.err }
+
+// isRetry tells whether err is a retryLater, and returns it.
+func isRetry(err error) (*retryLater, bool) {
+	var rl *retryLater
+	ok := errors.As(err, &rl)
+	return rl, ok
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

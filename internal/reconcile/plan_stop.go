@@ -1,0 +1,213 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// defaultGrace is the grace period for a pod staticlet finds running but has
+// no manifest for, such as one left by an earlier run whose file is gone.
+const defaultGrace = 30 * time.Second
+
+// sandboxGrace is how long the pause process gets: it exits on SIGTERM.
+const sandboxGrace = 2 * time.Second
+
+// minGraceAfterPreStop is the least time a container gets between its stop
+// signal and SIGKILL once its preStop hook has run, however much of the
+// grace period the hook used: the kubelet's minimum of 2 seconds.
+const minGraceAfterPreStop = 2 * time.Second
+
+// beginRemove starts a pass that terminates everything the pod has and
+// deletes it. It ends with gone set once nothing of the pod is left.
+func (c *podCore) beginRemove() []action {
+	return c.await(nil, listPod{}, func(o outcome) []action {
+		l := o.(listed)
+		if l.err != nil {
+			return done(nil, 0, l.err)
+		}
+		var out []action
+		if len(l.recs) > 0 {
+			out = append(out, c.event(c.now, "", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed"))
+		}
+		out = append(out, probe{})
+		out = append(out, c.killing(l.recs)...)
+		return c.await(out, c.stopAll(l.recs, c.grace(), nil, true), func(o outcome) []action {
+			out, err := c.stoppedOutcome(o)
+			if err != nil {
+				return done(out, 0, err)
+			}
+			if c.filesLeft == nil {
+				c.filesLeft = map[string]bool{}
+			}
+			for _, r := range l.recs {
+				c.filesLeft[r.PodUID] = true
+			}
+			uids := make([]string, 0, len(c.filesLeft))
+			for uid := range c.filesLeft {
+				uids = append(uids, uid)
+			}
+			slices.Sort(uids)
+			return c.await(out, removeFiles{uids: uids, all: true}, func(o outcome) []action {
+				fr := o.(filesRemoved)
+				var errs []error
+				for _, uid := range fr.done {
+					delete(c.filesLeft, uid)
+				}
+				for _, uid := range uids {
+					if err := fr.failed[uid]; err != nil {
+						errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", c.key, err))
+					}
+				}
+				err := errors.Join(errs...)
+				return append([]action{forget{}}, finish{err: err, gone: err == nil})
+			})
+		})
+	})
+}
+
+// beginHalt starts a pass that stops every container of the pod for a node
+// shutdown, each within limit at most, keeping their records for the
+// status, and reports the pod as terminated by the node shutdown.
+func (c *podCore) beginHalt(limit time.Duration) []action {
+	c.halted = true
+	p := c.desired
+	return c.await(nil, listPod{}, func(o outcome) []action {
+		l := o.(listed)
+		if l.err != nil {
+			return done(nil, 0, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", c.key, l.err))
+		}
+		out := []action{probe{}}
+		grace := c.grace()
+		if p != nil {
+			grace = podGrace(p)
+			out = append(out, c.event(c.now, "", pod.EventNormal, "NodeShutdown", nodeShutdownMessage))
+		}
+		grace = min(grace, limit)
+		out = append(out, c.killing(l.recs)...)
+		return c.await(out, c.stopAll(l.recs, grace, p, false), func(o outcome) []action {
+			out, err := c.stoppedOutcome(o)
+			if err != nil {
+				err = fmt.Errorf("stopping pod %s for the node shutdown: %w", c.key, err)
+			}
+			if p == nil {
+				return done(out, 0, err) // a pod being removed: it goes, and has no status to report
+			}
+			return c.await(out, listPod{}, func(o outcome) []action {
+				l := o.(listed)
+				if l.err != nil {
+					return done(nil, 0, errors.Join(err, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", c.key, l.err)))
+				}
+				v := newView(l.recs)
+				sb, _ := v.current(p)
+				st := buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now})
+				shutDownStatus(&st.Status, c.now)
+				return done([]action{report{pod: st}}, 0, err)
+			})
+		})
+	})
+}
+
+// stopAll stops recs, each with grace (which its preStop hook shares; p,
+// if not nil, is the pod being synced, where their specs may be): the app
+// containers, then the init containers (sidecars outlive the app they
+// serve), then the sandboxes, which get sandboxGrace; and removes them if
+// remove is set. A replacement never overlaps with what it replaces: the
+// group ends when every process is gone.
+func (c *podCore) stopAll(recs []pod.Record, grace time.Duration, p *pod.Pod, remove bool) stopGroup {
+	g := stopGroup{remove: remove}
+	for _, r := range recs {
+		if r.Kind == pod.KindSandbox {
+			g.stops = append(g.stops, stopOrder{rec: r, grace: sandboxGrace})
+			continue
+		}
+		g.stops = append(g.stops, c.stopOrder(r, grace, p))
+	}
+	return g
+}
+
+// killing is the events that tell of recs' running containers being
+// stopped, the app containers first.
+func (c *podCore) killing(recs []pod.Record) []action {
+	var out []action
+	for _, kind := range []pod.ContainerKind{pod.KindApp, pod.KindInit} {
+		for _, r := range recs {
+			if r.Kind == kind && r.State == pod.TaskRunning {
+				out = append(out, c.event(c.now, r.Name, pod.EventNormal, "Killing", fmt.Sprintf("Stopping container %s", r.Name)))
+			}
+		}
+	}
+	return out
+}
+
+// stopOne stops container r, started from a spec of p or of the pod as
+// last specified, after its preStop hook; k gets what went wrong.
+func (c *podCore) stopOne(out []action, r pod.Record, grace time.Duration, p *pod.Pod, k func([]action, error) []action) []action {
+	return c.await(out, stopGroup{stops: []stopOrder{c.stopOrder(r, grace, p)}, sequential: true}, func(o outcome) []action {
+		return k(c.stoppedOutcome(o))
+	})
+}
+
+// stopOrder is the order to stop r with grace: its preStop hook first,
+// when the spec it was started from has one and it runs. grace bounds the
+// two together, as with the kubelet.
+func (c *podCore) stopOrder(r pod.Record, grace time.Duration, p *pod.Pod) stopOrder {
+	o := stopOrder{rec: r, grace: grace}
+	if r.Kind == pod.KindSandbox || r.State != pod.TaskRunning || grace <= 0 {
+		return o
+	}
+	if req, ok := c.requestFor(r, p); ok && req.Container.Lifecycle != nil && req.Container.Lifecycle.PreStop != nil {
+		o.hook, o.req = req.Container.Lifecycle.PreStop, req
+	}
+	return o
+}
+
+// stoppedOutcome turns the outcome of a stopGroup into its events (a
+// preStop hook that failed) and its error.
+func (c *podCore) stoppedOutcome(o outcome) ([]action, error) {
+	s := o.(stopped)
+	var out []action
+	for _, f := range s.hookFailed {
+		out = append(out, c.event(c.now, f.container, pod.EventWarning, "FailedPreStopHook", f.msg))
+	}
+	return out, s.err
+}
+
+// requestFor finds the spec container r was started from, by name and
+// hash, in p or in the pod as last specified; false when neither has it
+// (a container of a pod staticlet has not seen since it started).
+func (c *podCore) requestFor(r pod.Record, p *pod.Pod) (pod.ContainerRequest, bool) {
+	// The pod r was started for, by UID, comes first: its pod-level
+	// settings (hostNetwork) are the ones r runs with.
+	cands := []*pod.Pod{p, c.last}
+	if c.last != nil && string(c.last.UID) == r.PodUID {
+		cands[0], cands[1] = c.last, p
+	}
+	for _, cand := range cands {
+		if cand == nil {
+			continue
+		}
+		for _, cs := range [][]v1.Container{cand.Spec.InitContainers, cand.Spec.Containers} {
+			for i := range cs {
+				if cs[i].Name == r.Name && pod.ContainerHash(&cs[i]) == r.Hash {
+					return pod.ContainerRequest{Pod: cand, Sandbox: pod.Record{ID: r.SandboxID, PodUID: r.PodUID},
+						Container: &cs[i], Kind: r.Kind, Attempt: r.Attempt}, true
+				}
+			}
+		}
+	}
+	return pod.ContainerRequest{}, false
+}
+
+// podGrace is p's termination grace period.
+func podGrace(p *pod.Pod) time.Duration {
+	if p != nil && p.Spec.TerminationGracePeriodSeconds != nil {
+		return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return defaultGrace
+}
