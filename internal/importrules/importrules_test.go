@@ -85,6 +85,7 @@ var rules = map[string]rule{
 	"internal/watch":            {product, []string{"internal/pod"}},
 	"internal/health":           {product, []string{"internal/pod"}},
 	"internal/status":           {product, []string{"internal/pod"}},
+	"internal/status/printers":  {product, []string{"internal/pod", "internal/status"}},
 	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/sandbox/..."}},
 	"internal/sandbox/spec":     {product, []string{"internal/pod"}},
 	"internal/sandbox/ipam":     {product, nil},
