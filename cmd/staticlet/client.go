@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/status"
+	"github.com/staticlet/staticlet/internal/status/printers"
 )
 
 const defaultStatusSocket = "/run/staticlet/staticlet.sock"
@@ -80,9 +81,9 @@ func getPodsCommand() *cobra.Command {
 			}
 			switch output {
 			case "", "wide":
-				return status.PrintPods(cmd.OutOrStdout(), items, output == "wide", time.Now())
+				return printers.Pods(cmd.OutOrStdout(), items, output == "wide", time.Now())
 			case "json", "yaml":
-				return status.PrintObject(cmd.OutOrStdout(), obj, output)
+				return printers.Object(cmd.OutOrStdout(), obj, output)
 			default:
 				return fmt.Errorf("unknown output format %q: use wide, json or yaml", output)
 			}
@@ -105,7 +106,7 @@ func getManifestsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return status.PrintManifests(cmd.OutOrStdout(), ms)
+			return printers.Manifests(cmd.OutOrStdout(), ms)
 		},
 	}
 	cf.add(cmd)
@@ -129,9 +130,9 @@ func getImagesCommand() *cobra.Command {
 			}
 			switch output {
 			case "":
-				return status.PrintImages(cmd.OutOrStdout(), list)
+				return printers.Images(cmd.OutOrStdout(), list)
 			case "json", "yaml":
-				return status.PrintObject(cmd.OutOrStdout(), list, output)
+				return printers.Object(cmd.OutOrStdout(), list, output)
 			default:
 				return fmt.Errorf("unknown output format %q: use json or yaml", output)
 			}
@@ -161,7 +162,7 @@ func describeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return status.DescribePod(cmd.OutOrStdout(), p, events, time.Now())
+			return printers.DescribePod(cmd.OutOrStdout(), p, events, time.Now())
 		},
 	}
 	cf.add(podCmd)

@@ -9,8 +9,10 @@ import (
 	"testing"
 )
 
-// TestPackageDocs checks that every package of the module says what it owns
-// in a package doc comment, as STYLE.md asks.
+// TestPackageDocs checks that every package of the module has a package doc
+// comment ("Package x ...", or "Command ..." for a program), the place where
+// a package says its one job: what it owns, what it does not, and how it may
+// be used concurrently.
 func TestPackageDocs(t *testing.T) {
 	root := filepath.Join("..", "..")
 	dirs := map[string]bool{}

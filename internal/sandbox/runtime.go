@@ -77,7 +77,10 @@ type Config struct {
 	Address string
 	// Namespace is the containerd namespace that holds staticlet's objects.
 	Namespace string
-	// RootDir holds per-pod state and the pause root (DESIGN.md's on-disk layout).
+	// RootDir holds staticlet's state on disk: per-pod state
+	// (pods/<uid>/), each sandbox's pinned namespaces (sandboxes/<id>/),
+	// the pause root (pause/rootfs/), pod IP allocations (network/) and
+	// seccomp profiles (seccomp/).
 	RootDir string
 	// PodLogsDir is where container output goes.
 	PodLogsDir string

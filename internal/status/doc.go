@@ -2,8 +2,9 @@
 // it: the Store (every pod as a core/v1 Pod with its full status, the recent
 // events, the per-file manifest results and readiness), the HTTP API served
 // on the local unix socket (Server) and its Client for the command line,
-// kubectl-style printing of what the API returns, and the systemd
-// notification protocol (Notifier: READY, STATUS, WATCHDOG, STOPPING).
+// and the systemd notification protocol (Notifier: READY, STATUS, WATCHDOG,
+// STOPPING). Printing what the API returns for a terminal is the job of its
+// subpackage printers.
 //
 // It does not compute pod status: the reconciler builds each Pod and hands it
 // to the Store, which only keeps copies. It does not read logs either: the
@@ -12,6 +13,6 @@
 // Concurrency: every Store method is safe for concurrent use and returns
 // copies, never references into the store. Server and Notifier start nothing
 // in their constructors; their Run methods own every goroutine they start and
-// return only after those have exited. Client and the print functions hold no
-// state of their own and are safe for concurrent use.
+// return only after those have exited. Client holds no state of its own
+// and is safe for concurrent use.
 package status

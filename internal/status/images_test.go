@@ -1,7 +1,6 @@
 package status
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -51,39 +50,5 @@ func TestServerImages(t *testing.T) {
 	fail = true
 	if _, err := c.Images(ctx); err == nil || !strings.Contains(err.Error(), "containerd is away") {
 		t.Errorf("Images() with the runtime failing = %v, want its error", err)
-	}
-}
-
-func TestPrintImages(t *testing.T) {
-	var b bytes.Buffer
-	err := PrintImages(&b, &ImageList{
-		Images: []Image{
-			{Name: "docker.io/library/busybox:1.36", ID: "sha256:0123456789abcdef0123", Size: 4260000, Source: SourcePull},
-			{Name: "localhost/imported:v1", ID: "sha256:fedcba9876543210fedc", Size: 999, Source: "import:busybox.tar.gz"},
-			{Name: "localhost/other:v1", ID: "sha256:aaaaaaaaaaaaaaaaaaaa", Size: 999999},
-		},
-		Imports: []ImportFile{
-			{Path: "/i/busybox.tar.gz", Images: []string{"localhost/imported:v1"}},
-			{Path: "/i/bad.tar", Error: "importing bad.tar:\n  unexpected EOF"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `NAME                             ID             SIZE     SOURCE
-docker.io/library/busybox:1.36   0123456789ab   4.26MB   pulled
-localhost/imported:v1            fedcba987654   999B     imported from busybox.tar.gz
-localhost/other:v1               aaaaaaaaaaaa   1MB      <none>
-
-FILE      ERROR
-bad.tar   importing bad.tar: unexpected EOF
-`
-	if b.String() != want {
-		t.Errorf("PrintImages() =\n%s\nwant\n%s", b.String(), want)
-	}
-	b.Reset()
-	PrintImages(&b, &ImageList{})
-	if b.String() != "NAME   ID    SIZE   SOURCE\n" {
-		t.Errorf("PrintImages(empty) = %q, want the header alone", b.String())
 	}
 }

@@ -1,4 +1,4 @@
-package status
+package printers
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/status"
 )
 
 var now = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -213,7 +214,7 @@ func TestAge(t *testing.T) {
 	}
 }
 
-func TestPrintPods(t *testing.T) {
+func TestPods(t *testing.T) {
 	p1 := rowPod(v1.PodRunning, 0, 1)
 	p1.Name = "etcd-node1"
 	p1.Spec.NodeName = "node1"
@@ -226,7 +227,7 @@ func TestPrintPods(t *testing.T) {
 	p2.CreationTimestamp = ago(5 * time.Second)
 
 	var b bytes.Buffer
-	if err := PrintPods(&b, []v1.Pod{*p1, *p2}, false, now); err != nil {
+	if err := Pods(&b, []v1.Pod{*p1, *p2}, false, now); err != nil {
 		t.Fatal(err)
 	}
 	want := `NAME         READY   STATUS    RESTARTS   AGE
@@ -234,11 +235,11 @@ etcd-node1   1/1     Running   0          3m20s
 web          0/1     Pending   0          5s
 `
 	if b.String() != want {
-		t.Errorf("PrintPods() =\n%s\nwant\n%s", b.String(), want)
+		t.Errorf("Pods() =\n%s\nwant\n%s", b.String(), want)
 	}
 
 	b.Reset()
-	if err := PrintPods(&b, []v1.Pod{*p1, *p2}, true, now); err != nil {
+	if err := Pods(&b, []v1.Pod{*p1, *p2}, true, now); err != nil {
 		t.Fatal(err)
 	}
 	want = `NAME         READY   STATUS    RESTARTS   AGE     IP         NODE
@@ -246,13 +247,13 @@ etcd-node1   1/1     Running   0          3m20s   10.0.0.1   node1
 web          0/1     Pending   0          5s      <none>     <none>
 `
 	if b.String() != want {
-		t.Errorf("PrintPods(wide) =\n%s\nwant\n%s", b.String(), want)
+		t.Errorf("Pods(wide) =\n%s\nwant\n%s", b.String(), want)
 	}
 }
 
-func TestPrintManifests(t *testing.T) {
+func TestManifests(t *testing.T) {
 	var b bytes.Buffer
-	err := PrintManifests(&b, []Manifest{
+	err := Manifests(&b, []status.Manifest{
 		{Source: "/m", Path: "/m/etcd.yaml", Pods: []string{"kube-system/etcd-n1"}},
 		{Source: "/m", Path: "/m/bad.yaml", Error: "line 3: unknown field\n  \"spec.foo\""},
 	})
@@ -264,43 +265,43 @@ func TestPrintManifests(t *testing.T) {
 /m/bad.yaml    <none>                line 3: unknown field "spec.foo"
 `
 	if b.String() != want {
-		t.Errorf("PrintManifests() =\n%s\nwant\n%s", b.String(), want)
+		t.Errorf("Manifests() =\n%s\nwant\n%s", b.String(), want)
 	}
 
 	b.Reset()
-	PrintManifests(&b, []Manifest{{Source: "/m", Path: "/m/a.yaml"}, {Source: "http://x/", Path: "http://x/"}})
+	Manifests(&b, []status.Manifest{{Source: "/m", Path: "/m/a.yaml"}, {Source: "http://x/", Path: "http://x/"}})
 	if !strings.HasPrefix(b.String(), "SOURCE ") {
-		t.Errorf("PrintManifests() with two sources =\n%s\nwant a SOURCE column", b.String())
+		t.Errorf("Manifests() with two sources =\n%s\nwant a SOURCE column", b.String())
 	}
 
 	// A URL that stopped answering shows when it last worked.
 	b.Reset()
 	last := time.Now().Add(-90 * time.Second)
-	PrintManifests(&b, []Manifest{{Source: "url:http://x/", Path: "http://x/", Pods: []string{"default/a-n1"},
+	Manifests(&b, []status.Manifest{{Source: "url:http://x/", Path: "http://x/", Pods: []string{"default/a-n1"},
 		Error: "fetching http://x/: 503 Service Unavailable", LastSuccess: last}})
 	if want := "503 Service Unavailable (last success 90s ago, at " + last.Format(time.RFC3339) + ")"; !strings.Contains(b.String(), want) {
-		t.Errorf("PrintManifests() with a failing URL =\n%s\nwant %q", b.String(), want)
+		t.Errorf("Manifests() with a failing URL =\n%s\nwant %q", b.String(), want)
 	}
 }
 
-func TestPrintObject(t *testing.T) {
-	p := testPod("ns", "p", v1.PodRunning, true)
+func TestObject(t *testing.T) {
+	p := rowPod(v1.PodRunning, 0, 1)
 	var b bytes.Buffer
-	if err := PrintObject(&b, p, "yaml"); err != nil {
+	if err := Object(&b, p, "yaml"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "name: p\n") {
-		t.Errorf("PrintObject(yaml) =\n%s\nwant name: p", b.String())
+		t.Errorf("Object(yaml) =\n%s\nwant name: p", b.String())
 	}
 	b.Reset()
-	if err := PrintObject(&b, p, "json"); err != nil {
+	if err := Object(&b, p, "json"); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), `    "metadata": {`) {
-		t.Errorf("PrintObject(json) =\n%s\nwant indented metadata", b.String())
+		t.Errorf("Object(json) =\n%s\nwant indented metadata", b.String())
 	}
-	if err := PrintObject(&b, p, "xml"); err == nil {
-		t.Errorf("PrintObject(xml) succeeded, want an error")
+	if err := Object(&b, p, "xml"); err == nil {
+		t.Errorf("Object(xml) succeeded, want an error")
 	}
 }
 

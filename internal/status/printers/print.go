@@ -1,4 +1,4 @@
-package status
+package printers
 
 import (
 	"encoding/json"
@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/yaml"
+
+	"github.com/staticlet/staticlet/internal/status"
 )
 
 // none is what kubectl prints for an empty cell.
@@ -23,9 +25,9 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 6, 4, 3, ' ', 0)
 }
 
-// PrintPods writes pods as kubectl's "get pods" table: NAME READY STATUS
+// Pods writes pods as kubectl's "get pods" table: NAME READY STATUS
 // RESTARTS AGE, and with wide also IP and NODE. Ages are relative to now.
-func PrintPods(w io.Writer, pods []v1.Pod, wide bool, now time.Time) error {
+func Pods(w io.Writer, pods []v1.Pod, wide bool, now time.Time) error {
 	tw := newTable(w)
 	header := "NAME\tREADY\tSTATUS\tRESTARTS\tAGE"
 	if wide {
@@ -145,7 +147,7 @@ func podRow(p *v1.Pod, now time.Time) row {
 		}
 		// A completed container next to one still running: the pod runs.
 		if reason == "Completed" && hasRunning {
-			if podReady(p) {
+			if conditionTrue(p, v1.PodReady) {
 				reason = string(v1.PodRunning)
 			} else {
 				reason = "NotReady"
@@ -195,6 +197,16 @@ func age(t, now time.Time) string {
 	return duration.HumanDuration(now.Sub(t))
 }
 
+// conditionTrue reports whether p has condition t with status True.
+func conditionTrue(p *v1.Pod, t v1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return none
@@ -202,12 +214,12 @@ func orNone(s string) string {
 	return s
 }
 
-// PrintManifests writes the manifest results as a table: PATH PODS ERROR,
+// Manifests writes the manifest results as a table: PATH PODS ERROR,
 // with a leading SOURCE column when they come from more than one source.
 // A result without a path (the source as a whole failed) shows the source
 // as its path. Multi-line errors are joined on one line, followed by the
 // time of the last success when there is one (a URL that stopped working).
-func PrintManifests(w io.Writer, manifests []Manifest) error {
+func Manifests(w io.Writer, manifests []status.Manifest) error {
 	now := time.Now()
 	sources := map[string]bool{}
 	for _, m := range manifests {
@@ -240,9 +252,9 @@ func PrintManifests(w io.Writer, manifests []Manifest) error {
 	return nil
 }
 
-// PrintObject writes obj (a Pod, a PodList, manifests, events) as "json"
+// Object writes obj (a Pod, a PodList, manifests, events) as "json"
 // (indented like kubectl) or "yaml".
-func PrintObject(w io.Writer, obj any, format string) error {
+func Object(w io.Writer, obj any, format string) error {
 	var b []byte
 	var err error
 	switch format {

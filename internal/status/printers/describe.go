@@ -1,4 +1,4 @@
-package status
+package printers
 
 import (
 	"fmt"
@@ -37,8 +37,9 @@ func (d *describer) line(level int, format string, args ...any) {
 }
 
 // DescribePod writes p the way "kubectl describe pod" does, followed by its
-// events (oldest first, as Store.Events returns them). Times are relative to
-// now. staticlet pods have no controller, so there is no "Controlled By".
+// events (oldest first, as status.Store.Events returns them). Times are
+// relative to now. staticlet pods have no controller, so there is no
+// "Controlled By".
 func DescribePod(w io.Writer, p *v1.Pod, events []pod.Event, now time.Time) error {
 	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0), podEvents: events, now: now}
 	d.line(0, "Name:\t%s\n", p.Name)

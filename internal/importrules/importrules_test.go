@@ -1,0 +1,333 @@
+// Package importrules has no code of its own: its test checks that the
+// packages of the module import each other only in the directions staticlet's
+// layering allows, as written in one table (rules). It lists the module with
+// `go list` and fails naming each package and each import that breaks its
+// rule, and each package that has no rule yet.
+//
+// The layering: cmd may import every product package; reconcile imports only
+// pod, and talks to the adapters (watch, sandbox, health, status) through
+// interfaces it declares; the adapters import pod but never each other nor
+// reconcile; pod imports nothing of the module. Test helpers are imported
+// only by tests, other helpers and tools, never by product code.
+//
+// It lives in a package of its own rather than in cmd/staticlet's tests so
+// that it builds from the standard library alone, in a second, and runs
+// apart from the tests that need containerd.
+package importrules
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// kind says what a package is for, which decides who may import it.
+type kind int
+
+const (
+	// product code is built into the staticlet binary. Its non-test code
+	// imports only product packages, and never package testing.
+	product kind = iota
+	// helper is a test helper: imported by tests, other helpers and tools,
+	// never by product code.
+	helper
+	// tool is a program or check for development (go run, go test) that
+	// nothing imports.
+	tool
+)
+
+func (k kind) String() string {
+	switch k {
+	case product:
+		return "product"
+	case helper:
+		return "test helper"
+	case tool:
+		return "tool"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// rule is what one package's code may import from the module.
+type rule struct {
+	kind kind
+	// imports are the module packages its non-test code may import, as
+	// paths inside the module; "p/..." stands for p and every package
+	// under it, "..." for every package of the module. Its tests may
+	// import these, the package itself, and any test helper.
+	imports []string
+}
+
+// rules holds a row for every package of the module, and for packages
+// about to be added (a row whose package does not exist is not an error).
+var rules = map[string]rule{
+	// The command: flags, wiring, client subcommands.
+	"cmd/staticlet": {product, []string{"..."}},
+
+	// The vocabulary every package shares.
+	"internal/pod": {product, nil},
+
+	// The control loop.
+	"internal/reconcile": {product, []string{"internal/pod"}},
+	// Merges the sources' snapshots into desired sets and admits pods
+	// under maxPods (being written).
+	"internal/desired": {product, []string{"internal/pod", "internal/watch"}},
+
+	// The adapters: pod, never each other nor reconcile. sandbox also
+	// imports its own subpackages, and logs to read the tail of a
+	// container's log as its termination message.
+	"internal/watch":            {product, []string{"internal/pod"}},
+	"internal/health":           {product, []string{"internal/pod"}},
+	"internal/status":           {product, []string{"internal/pod"}},
+	"internal/status/printers":  {product, []string{"internal/pod", "internal/status"}},
+	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/sandbox/..."}},
+	"internal/sandbox/spec":     {product, []string{"internal/pod"}},
+	"internal/sandbox/ipam":     {product, nil},
+	"internal/sandbox/netns":    {product, nil},
+	"internal/sandbox/procfs":   {product, nil},
+	"internal/sandbox/registry": {product, nil},
+
+	// Leaves that know no pods: the container log files (written by the
+	// log driver, read by sandbox and the logs command), the image import
+	// directory, the logind inhibitor lock.
+	"internal/logs":         {product, nil},
+	"internal/images":       {product, nil},
+	"internal/nodeshutdown": {product, nil},
+
+	// Test helpers.
+	"internal/ctrdtest":   {helper, []string{"internal/testimage", "internal/sandbox/procfs"}},
+	"internal/testimage":  {helper, nil},
+	"internal/testvm":     {helper, []string{"internal/debroot"}},
+	"internal/debroot":    {helper, nil},
+	"internal/logindtest": {helper, nil},
+
+	// Tools.
+	"internal/ctrdtest/prebuild": {tool, []string{"internal/ctrdtest"}},
+	"internal/testimage/mkimage": {tool, []string{"internal/testimage"}},
+	"internal/importrules":       {tool, nil},
+}
+
+// listed is a package as `go list -json` describes it.
+type listed struct {
+	ImportPath   string
+	Module       *struct{ Path string }
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// TestImportRules checks the module's import graph against rules.
+func TestImportRules(t *testing.T) {
+	pkgs := listModule(t)
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	for _, problem := range check(pkgs, rules) {
+		t.Error(problem)
+	}
+}
+
+// listModule lists the packages of the module this test belongs to.
+func listModule(t *testing.T) []listed {
+	t.Helper()
+	// go test puts its own go first in PATH. The pattern is relative to
+	// this package's directory: the module's root is two levels up.
+	cmd := exec.Command("go", "list", "-json=ImportPath,Module,Imports,TestImports,XTestImports", "../../...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list's output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// check returns a line for every package of pkgs that has no rule or
+// imports what its rule does not allow, and for every row of rs that names
+// a package with no row or lets product code import a non-product one.
+func check(pkgs []listed, rs map[string]rule) []string {
+	var problems []string
+	for _, name := range sortedKeys(rs) {
+		for _, imp := range rs[name].imports {
+			if imp == "..." {
+				continue
+			}
+			r, ok := rs[strings.TrimSuffix(imp, "/...")]
+			switch {
+			case !ok:
+				problems = append(problems, fmt.Sprintf("the rule of %s allows %s, which has no rule", name, imp))
+			case rs[name].kind == product && r.kind != product:
+				problems = append(problems, fmt.Sprintf("the rule of %s (product) allows %s, a %s", name, imp, r.kind))
+			}
+		}
+	}
+
+	for _, p := range pkgs {
+		if p.Module == nil {
+			problems = append(problems, fmt.Sprintf("%s is not in a module", p.ImportPath))
+			continue
+		}
+		mod := p.Module.Path + "/"
+		name := strings.TrimPrefix(p.ImportPath, mod)
+		r, ok := rs[name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s has no rule: add a row for it to rules", name))
+			continue
+		}
+		for _, imp := range p.Imports {
+			if r.kind == product && (imp == "testing" || strings.HasPrefix(imp, "testing/")) {
+				problems = append(problems, fmt.Sprintf("%s imports %s, which only tests and test helpers may", name, imp))
+			}
+			dep, inModule := strings.CutPrefix(imp, mod)
+			if !inModule {
+				continue
+			}
+			if !allowed(r.imports, dep) {
+				problems = append(problems, fmt.Sprintf("%s imports %s; its rule allows %s", name, dep, describe(r.imports)))
+			} else if d, ok := rs[dep]; ok && r.kind == product && d.kind != product {
+				problems = append(problems, fmt.Sprintf("%s imports %s, a %s, which product code may not", name, dep, d.kind))
+			}
+		}
+		for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {
+			dep, inModule := strings.CutPrefix(imp, mod)
+			if !inModule || dep == name || allowed(r.imports, dep) {
+				continue
+			}
+			if d, ok := rs[dep]; ok && d.kind == helper {
+				continue
+			}
+			problems = append(problems, fmt.Sprintf("the tests of %s import %s; its rule allows %s, and test helpers", name, dep, describe(r.imports)))
+		}
+	}
+	return problems
+}
+
+// allowed reports whether pkg matches one of patterns.
+func allowed(patterns []string, pkg string) bool {
+	for _, p := range patterns {
+		if p == "..." || p == pkg {
+			return true
+		}
+		if base, ok := strings.CutSuffix(p, "/..."); ok && (pkg == base || strings.HasPrefix(pkg, base+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(patterns []string) string {
+	if len(patterns) == 0 {
+		return "no package of the module"
+	}
+	return "only " + strings.Join(patterns, ", ")
+}
+
+func sortedKeys(m map[string]rule) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestCheck runs check on small made-up modules, so that each kind of
+// breach is seen to be reported.
+func TestCheck(t *testing.T) {
+	const mod = "example.com/m"
+	pkg := func(name string, imports, testImports []string) listed {
+		full := func(paths []string) []string {
+			var out []string
+			for _, p := range paths {
+				if strings.HasPrefix(p, "internal/") || strings.HasPrefix(p, "cmd/") {
+					p = mod + "/" + p
+				}
+				out = append(out, p)
+			}
+			return out
+		}
+		return listed{ImportPath: mod + "/" + name, Module: &struct{ Path string }{mod},
+			Imports: full(imports), XTestImports: full(testImports)}
+	}
+	rs := map[string]rule{
+		"cmd/m":          {product, []string{"..."}},
+		"internal/a":     {product, nil},
+		"internal/b":     {product, []string{"internal/a", "internal/b/..."}},
+		"internal/b/sub": {product, []string{"internal/a"}},
+		"internal/later": {product, []string{"internal/a"}},
+		"internal/atest": {helper, []string{"internal/a"}},
+	}
+	tests := []struct {
+		name string
+		pkgs []listed
+		rs   map[string]rule // rs when nil
+		want []string        // substrings, one problem each
+	}{
+		{name: "as allowed", pkgs: []listed{
+			pkg("cmd/m", []string{"fmt", "internal/a", "internal/b"}, []string{"internal/atest"}),
+			pkg("internal/a", []string{"strings"}, []string{"testing", "internal/a", "internal/atest"}),
+			pkg("internal/b", []string{"internal/a", "internal/b/sub"}, nil),
+			pkg("internal/b/sub", nil, []string{"internal/b/sub"}),
+			pkg("internal/atest", []string{"testing", "internal/a"}, nil),
+		}},
+		{name: "a forbidden import", pkgs: []listed{
+			pkg("internal/a", []string{"internal/b"}, nil),
+		}, want: []string{"internal/a imports internal/b; its rule allows no package of the module"}},
+		{name: "a subpackage not covered", pkgs: []listed{
+			pkg("internal/b/sub", []string{"internal/b"}, nil),
+		}, want: []string{"internal/b/sub imports internal/b; its rule allows only internal/a"}},
+		{name: "product code imports a test helper", pkgs: []listed{
+			pkg("cmd/m", []string{"internal/atest"}, nil),
+		}, want: []string{"cmd/m imports internal/atest, a test helper"}},
+		{name: "product code imports testing", pkgs: []listed{
+			pkg("internal/a", []string{"testing/synctest"}, nil),
+		}, want: []string{"internal/a imports testing/synctest"}},
+		{name: "a test imports past the rule", pkgs: []listed{
+			pkg("internal/b/sub", nil, []string{"internal/b"}),
+		}, want: []string{"the tests of internal/b/sub import internal/b"}},
+		{name: "a package with no rule", pkgs: []listed{
+			pkg("internal/new", nil, nil),
+		}, want: []string{"internal/new has no rule"}},
+		{name: "a rule naming a package with no rule", rs: map[string]rule{
+			"internal/a": {product, []string{"internal/gone"}},
+		}, want: []string{"the rule of internal/a allows internal/gone, which has no rule"}},
+		{name: "a product rule allowing a helper", rs: map[string]rule{
+			"internal/a":     {product, []string{"internal/atest"}},
+			"internal/atest": {helper, nil},
+		}, want: []string{"the rule of internal/a (product) allows internal/atest, a test helper"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.rs
+			if r == nil {
+				r = rs
+			}
+			got := check(tt.pkgs, r)
+			if len(got) != len(tt.want) {
+				t.Fatalf("check() = %q, want %d problems like %q", got, len(tt.want), tt.want)
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("check() problem %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,42 @@
+package printers
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/staticlet/staticlet/internal/status"
+)
+
+func TestImages(t *testing.T) {
+	var b bytes.Buffer
+	err := Images(&b, &status.ImageList{
+		Images: []status.Image{
+			{Name: "docker.io/library/busybox:1.36", ID: "sha256:0123456789abcdef0123", Size: 4260000, Source: status.SourcePull},
+			{Name: "localhost/imported:v1", ID: "sha256:fedcba9876543210fedc", Size: 999, Source: "import:busybox.tar.gz"},
+			{Name: "localhost/other:v1", ID: "sha256:aaaaaaaaaaaaaaaaaaaa", Size: 999999},
+		},
+		Imports: []status.ImportFile{
+			{Path: "/i/busybox.tar.gz", Images: []string{"localhost/imported:v1"}},
+			{Path: "/i/bad.tar", Error: "importing bad.tar:\n  unexpected EOF"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `NAME                             ID             SIZE     SOURCE
+docker.io/library/busybox:1.36   0123456789ab   4.26MB   pulled
+localhost/imported:v1            fedcba987654   999B     imported from busybox.tar.gz
+localhost/other:v1               aaaaaaaaaaaa   1MB      <none>
+
+FILE      ERROR
+bad.tar   importing bad.tar: unexpected EOF
+`
+	if b.String() != want {
+		t.Errorf("Images() =\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	Images(&b, &status.ImageList{})
+	if b.String() != "NAME   ID    SIZE   SOURCE\n" {
+		t.Errorf("Images(empty) = %q, want the header alone", b.String())
+	}
+}
