@@ -30,24 +30,7 @@ func buildPod(in statusInput) *v1.Pod {
 	p := in.pod.DeepCopy()
 	sb := in.sandbox
 	st := v1.PodStatus{QOSClass: pod.QOSClass(&p.Spec)}
-	if in.hostIP != "" {
-		st.HostIP = in.hostIP
-		st.HostIPs = []v1.HostIP{{IP: in.hostIP}}
-		if p.Spec.HostNetwork {
-			st.PodIP = in.hostIP
-			st.PodIPs = []v1.PodIP{{IP: in.hostIP}}
-		}
-	}
-	if !p.Spec.HostNetwork && len(sb.IPs) > 0 {
-		st.PodIP = sb.IPs[0]
-		for _, ip := range sb.IPs {
-			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
-		}
-	}
-	if sb.ID != "" {
-		t := metav1.NewTime(sb.CreatedAt)
-		st.StartTime = &t
-	}
+	addresses(&st, p, sb, in.hostIP)
 	policy := p.Spec.RestartPolicy
 	var regularInits []v1.ContainerStatus // init containers that are not sidecars
 	for i := range p.Spec.InitContainers {
@@ -113,6 +96,29 @@ func buildPod(in statusInput) *v1.Pod {
 	capMessages(&st, len(p.Spec.Containers)+len(p.Spec.InitContainers))
 	p.Status = st
 	return p
+}
+
+// addresses sets the host's and the pod's addresses in st, and when the
+// pod started: when its sandbox was made.
+func addresses(st *v1.PodStatus, p *v1.Pod, sb pod.Record, hostIP string) {
+	if hostIP != "" {
+		st.HostIP = hostIP
+		st.HostIPs = []v1.HostIP{{IP: hostIP}}
+		if p.Spec.HostNetwork {
+			st.PodIP = hostIP
+			st.PodIPs = []v1.PodIP{{IP: hostIP}}
+		}
+	}
+	if !p.Spec.HostNetwork && len(sb.IPs) > 0 {
+		st.PodIP = sb.IPs[0]
+		for _, ip := range sb.IPs {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+		}
+	}
+	if sb.ID != "" {
+		t := metav1.NewTime(sb.CreatedAt)
+		st.StartTime = &t
+	}
 }
 
 // maxPodMessageBytes bounds the termination messages of a pod, shared

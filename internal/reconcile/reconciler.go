@@ -1,9 +1,21 @@
 // Package reconcile is staticlet's control loop. It compares the desired
 // pods (whole sets from the sources) with what the runtime reports and
-// drives one worker per pod through its life: sandbox, init containers, app
+// drives each pod through its life: sandbox, init containers, app
 // containers, restarts with backoff, replacement when a manifest changes,
-// graceful termination and clean-up. It declares the runtime and reporter
-// it needs and owns no containerd code.
+// graceful termination, node shutdown and clean-up. It declares the
+// runtime, prober and reporter it needs and owns no containerd code.
+//
+// It is a functional core with a thin shell. Each pod's decisions are
+// made by a podCore, which is pure: it takes what happened (a new spec, a
+// probe verdict, images that arrived, a node shutdown, the outcome of an
+// action) and returns what to do as data (actions: create or start the
+// sandbox, start, stop or remove a container, run a hook, emit an event,
+// report a status, look again at time T). Its tests feed inputs and check
+// the actions, with no goroutine, clock or runtime. A worker per pod is
+// the executor: its goroutine owns the core, performs the actions and
+// feeds their outcomes back, and takes everything else through a
+// mailbox. Run's loop owns the workers; node shutdown and resume are
+// requests into that loop. No state is shared behind a lock.
 //
 // Reconciliation is level-triggered: every trigger (a new desired set, a
 // task exit, a periodic resync) makes the pod's worker list the pod's
