@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
-
-	"github.com/staticlet/staticlet/internal/pod"
 )
 
 // The kubelet's config file (--config): a kubelet.config.k8s.io/v1beta1
@@ -414,61 +411,4 @@ func loopbackDefault(addr string) string {
 		return net.JoinHostPort(kubeletHealthzBindAddress, port)
 	}
 	return addr
-}
-
-// admitPods caps desired at max pods (0: no cap), as the kubelet's maxPods
-// does. Pods admitted before (prev) keep their place, so a new pod never
-// pushes out a running one; the rest are admitted in key order.
-func admitPods(prev map[pod.Key]bool, desired []*pod.Pod, max int) (admitted, refused []*pod.Pod) {
-	if max <= 0 || len(desired) <= max {
-		return desired, nil
-	}
-	sorted := slices.Clone(desired)
-	slices.SortStableFunc(sorted, func(a, b *pod.Pod) int {
-		ka, kb := a.Key(), b.Key()
-		if pa, pb := prev[ka], prev[kb]; pa != pb {
-			if pa {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(ka.String(), kb.String())
-	})
-	return sorted[:max], sorted[max:]
-}
-
-// capPods passes the desired sets from in to out, capped by admitPods at
-// max, and reports each pod when it starts being refused (a Warning event
-// OutOfpods, as the kubelet's admission names it).
-func capPods(ctx context.Context, in <-chan []*pod.Pod, out chan<- []*pod.Pod, max int, rep reporter) error {
-	prev := map[pod.Key]bool{}
-	refusedBefore := map[pod.Key]bool{}
-	for {
-		var desired []*pod.Pod
-		select {
-		case <-ctx.Done():
-			return nil
-		case desired = <-in:
-		}
-		admitted, refused := admitPods(prev, desired, max)
-		prev = make(map[pod.Key]bool, len(admitted))
-		for _, p := range admitted {
-			prev[p.Key()] = true
-		}
-		now := map[pod.Key]bool{}
-		for _, p := range refused {
-			k := p.Key()
-			now[k] = true
-			if !refusedBefore[k] {
-				rep.Event(pod.Event{Time: time.Now(), Pod: k.String(), Type: pod.EventWarning, Reason: "OutOfpods",
-					Message: fmt.Sprintf("pod %s is not run: the node already runs maxPods (%d) pods", k, max)})
-			}
-		}
-		refusedBefore = now
-		select {
-		case <-ctx.Done():
-			return nil
-		case out <- admitted:
-		}
-	}
 }

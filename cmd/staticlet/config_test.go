@@ -15,10 +15,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox"
 )
 
@@ -353,49 +349,6 @@ func TestZeroValue(t *testing.T) {
 		if got := zeroValue(tt.v); got != tt.want {
 			t.Errorf("zeroValue(%#v) = %v, want %v", tt.v, got, tt.want)
 		}
-	}
-}
-
-func TestAdmitPods(t *testing.T) {
-	mk := func(names ...string) []*pod.Pod {
-		var out []*pod.Pod
-		for _, n := range names {
-			out = append(out, &pod.Pod{Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: n}}})
-		}
-		return out
-	}
-	names := func(ps []*pod.Pod) string {
-		var s []string
-		for _, p := range ps {
-			s = append(s, p.Name)
-		}
-		return strings.Join(s, ",")
-	}
-	tests := []struct {
-		name                   string
-		prev                   []string
-		desired                []string
-		max                    int
-		wantAdmit, wantRefused string
-	}{
-		{"no limit", nil, []string{"c", "b", "a"}, 0, "c,b,a", ""},
-		{"under the limit", nil, []string{"b", "a"}, 2, "b,a", ""},
-		{"key order", nil, []string{"c", "b", "a"}, 2, "a,b", "c"},
-		{"admitted before keep their place", []string{"c"}, []string{"c", "b", "a"}, 2, "c,a", "b"},
-		{"a gone pod frees a place", []string{"a", "b"}, []string{"c", "b"}, 2, "c,b", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			prev := map[pod.Key]bool{}
-			for _, n := range tt.prev {
-				prev[pod.Key{Namespace: "default", Name: n}] = true
-			}
-			admitted, refused := admitPods(prev, mk(tt.desired...), tt.max)
-			if names(admitted) != tt.wantAdmit || names(refused) != tt.wantRefused {
-				t.Errorf("admitPods(%v, %v, %d) = %s / %s, want %s / %s", tt.prev, tt.desired, tt.max,
-					names(admitted), names(refused), tt.wantAdmit, tt.wantRefused)
-			}
-		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
@@ -270,7 +271,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	})
 
 	snapshots := make(chan watch.Snapshot)
-	desired := make(chan []*pod.Pod)
+	desiredSets := make(chan []*pod.Pod)
 	exits := make(chan pod.TaskExit, 64)
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -279,16 +280,18 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		names[i] = src.Name()
 		g.Go(func() error { return src.Run(ctx, snapshots) })
 	}
-	g.Go(func() error { return merge(ctx, snapshots, names, desired, store, logger) })
+	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Logger: logger})
+	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
 	importUpdates := make(chan images.Update)
 	g.Go(func() error { return imports.Run(ctx, importUpdates) })
 	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })
-	admitted := desired
+	admitted := desiredSets
 	if cfg.maxPods > 0 {
 		admitted = make(chan []*pod.Pod)
-		g.Go(func() error { return capPods(ctx, desired, admitted, cfg.maxPods, rep) })
+		admission := desired.NewAdmission(desired.AdmissionConfig{Max: cfg.maxPods, Events: rep})
+		g.Go(func() error { return admission.Run(ctx, desiredSets, admitted) })
 	}
 	g.Go(func() error { return rec.Run(ctx, admitted, exits, prober.Verdicts()) })
 	if healthzLn != nil {
