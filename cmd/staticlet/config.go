@@ -275,16 +275,16 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 			fn()
 		}
 	}
-	set("manifest-dir", kc.StaticPodPath != "", func() { cfg.manifestDir = rel(kc.StaticPodPath) })
-	set("manifest-url", kc.StaticPodURL != "", func() { cfg.manifestURL = kc.StaticPodURL })
+	set("manifest-dir", kc.StaticPodPath != "", func() { cfg.dirSource.path = rel(kc.StaticPodPath) })
+	set("manifest-url", kc.StaticPodURL != "", func() { cfg.urlSource.url = kc.StaticPodURL })
 	set("manifest-url-header", len(kc.StaticPodURLHeader) > 0, func() {
-		cfg.manifestURLHeaders = urlHeaders(kc.StaticPodURLHeader)
+		cfg.urlSource.headers = urlHeaders(kc.StaticPodURLHeader)
 	})
 	set("file-check-frequency", kc.FileCheckFrequency > 0, func() {
-		cfg.fileCheckFrequency = time.Duration(kc.FileCheckFrequency)
+		cfg.dirSource.fileCheckFrequency = time.Duration(kc.FileCheckFrequency)
 	})
 	set("http-check-frequency", kc.HTTPCheckFrequency > 0, func() {
-		cfg.httpCheckFrequency = time.Duration(kc.HTTPCheckFrequency)
+		cfg.urlSource.httpCheckFrequency = time.Duration(kc.HTTPCheckFrequency)
 	})
 	set("containerd-address", kc.ContainerRuntimeEndpoint != "", func() { cfg.containerdAddress = kc.ContainerRuntimeEndpoint })
 	set("pod-logs-dir", kc.PodLogsDir != "", func() { cfg.podLogsDir = rel(kc.PodLogsDir) })

@@ -91,7 +91,7 @@ func TestParseKubeadmConfig(t *testing.T) {
 	var cfg runConfig
 	cf.apply(func(string) bool { return false }, &cfg)
 	want := runConfig{
-		manifestDir:       "/etc/staticlet/manifests",
+		dirSource:         dirSourceConfig{path: "/etc/staticlet/manifests"},
 		containerdAddress: "unix:///run/c.sock",
 		podLogsDir:        "/var/log/p",
 		healthzAddress:    "127.0.0.1:10248",
@@ -118,11 +118,11 @@ func compareConfigs(got, want runConfig) string {
 			fmt.Fprintf(&b, "%s = %v, want %v; ", name, g, w)
 		}
 	}
-	check("manifestDir", got.manifestDir, want.manifestDir)
-	check("manifestURL", got.manifestURL, want.manifestURL)
-	check("manifestURLHeaders", got.manifestURLHeaders, want.manifestURLHeaders)
-	check("fileCheckFrequency", got.fileCheckFrequency, want.fileCheckFrequency)
-	check("httpCheckFrequency", got.httpCheckFrequency, want.httpCheckFrequency)
+	check("manifestDir", got.dirSource.path, want.dirSource.path)
+	check("manifestURL", got.urlSource.url, want.urlSource.url)
+	check("manifestURLHeaders", got.urlSource.headers, want.urlSource.headers)
+	check("fileCheckFrequency", got.dirSource.fileCheckFrequency, want.dirSource.fileCheckFrequency)
+	check("httpCheckFrequency", got.urlSource.httpCheckFrequency, want.urlSource.httpCheckFrequency)
 	check("containerdAddress", got.containerdAddress, want.containerdAddress)
 	check("podLogsDir", got.podLogsDir, want.podLogsDir)
 	check("logMaxSize", got.logMaxSize, want.logMaxSize)
@@ -152,13 +152,13 @@ var kubeletConfigFieldCases = []struct {
 }{
 	{"empty", "", runConfig{}},
 	{"paths absolute and relative", "staticPodPath: /etc/kubernetes/manifests\npodLogsDir: logs\nresolvConf: r.conf\n",
-		runConfig{manifestDir: "/etc/kubernetes/manifests", podLogsDir: "/cfg/logs", resolvConf: "/cfg/r.conf"}},
+		runConfig{dirSource: dirSourceConfig{path: "/etc/kubernetes/manifests"}, podLogsDir: "/cfg/logs", resolvConf: "/cfg/r.conf"}},
 	{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{resolvConf: os.DevNull}},
 	{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
-		runConfig{manifestURL: "https://example.test/pods", manifestURLHeaders: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
-			httpCheckFrequency: time.Minute}},
+		runConfig{urlSource: urlSourceConfig{url: "https://example.test/pods", headers: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
+			httpCheckFrequency: time.Minute}}},
 	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
-		runConfig{fileCheckFrequency: 5 * time.Second, logMaxSize: "5Mi", logMaxFiles: 3}},
+		runConfig{dirSource: dirSourceConfig{fileCheckFrequency: 5 * time.Second}, logMaxSize: "5Mi", logMaxFiles: 3}},
 	{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", runConfig{}},
 	{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
 	{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
@@ -244,14 +244,14 @@ maxPods: 12
 		args []string
 		want runConfig
 	}{
-		{"file over defaults", nil, runConfig{manifestDir: "/from/file", containerdAddress: "unix:///from/file.sock",
-			fileCheckFrequency: 7 * time.Second, logMaxFiles: 9, healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+		{"file over defaults", nil, runConfig{dirSource: dirSourceConfig{path: "/from/file", fileCheckFrequency: 7 * time.Second},
+			containerdAddress: "unix:///from/file.sock", logMaxFiles: 9, healthzAddress: "127.0.0.1:10300", maxPods: 12}},
 		{"flags over file", []string{"--manifest-dir=/flag", "--file-check-frequency=1s", "--container-log-max-files=2",
 			"--healthz-address=", "--max-pods=1"},
-			runConfig{manifestDir: "FLAG", containerdAddress: "unix:///from/file.sock", fileCheckFrequency: time.Hour,
+			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour}, containerdAddress: "unix:///from/file.sock",
 				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}},
 		{"kubelet aliases over file", []string{"--pod-manifest-path=/flag", "--container-runtime-endpoint=/flag.sock"},
-			runConfig{manifestDir: "FLAG", containerdAddress: "FLAG", fileCheckFrequency: 7 * time.Second, logMaxFiles: 9,
+			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: 7 * time.Second}, containerdAddress: "FLAG", logMaxFiles: 9,
 				healthzAddress: "127.0.0.1:10300", maxPods: 12}},
 	}
 	for _, tt := range tests {
@@ -262,7 +262,7 @@ maxPods: 12
 			}
 			// What the flags set stands in cfg as FLAG (or -1, an hour):
 			// the file must leave it there.
-			cfg := runConfig{configFile: file, manifestDir: "FLAG", containerdAddress: "FLAG", fileCheckFrequency: time.Hour,
+			cfg := runConfig{configFile: file, dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour}, containerdAddress: "FLAG",
 				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}
 			if err := loadKubeletConfig(flags, &cfg); err != nil {
 				t.Fatal(err)
@@ -453,9 +453,9 @@ func TestPackagedConfig(t *testing.T) {
 	var cfg runConfig
 	cf.apply(func(string) bool { return false }, &cfg)
 	got := map[string]string{
-		"manifest-dir":            cfg.manifestDir,
-		"file-check-frequency":    cfg.fileCheckFrequency.String(),
-		"http-check-frequency":    cfg.httpCheckFrequency.String(),
+		"manifest-dir":            cfg.dirSource.path,
+		"file-check-frequency":    cfg.dirSource.fileCheckFrequency.String(),
+		"http-check-frequency":    cfg.urlSource.httpCheckFrequency.String(),
 		"containerd-address":      strings.TrimPrefix(cfg.containerdAddress, "unix://"),
 		"pod-logs-dir":            cfg.podLogsDir,
 		"container-log-max-size":  cfg.logMaxSize,

@@ -30,32 +30,26 @@ import (
 	"github.com/staticlet/staticlet/internal/watch"
 )
 
-// runConfig is the daemon's configuration, from flags.
+// runConfig is the daemon's configuration, from flags and --config.
 type runConfig struct {
-	manifestDir        string
-	fileCheckFrequency time.Duration
-	containerdAddress  string
-	containerdNS       string
-	rootDir            string
-	statusSocket       string
-	statusGroup        string
-	podLogsDir         string
-	logMaxSize         string
-	logMaxFiles        int
-	nodeName           string
-	resolvConf         string
-	unsafeSysctls      []string
-	logLevel           string
-	podBridge          string
-	podCIDRs           []string
-	masquerade         bool
-	nftTable           string
-	// The URL source's, which --config's staticPodURL, staticPodURLHeader
-	// and httpCheckFrequency also set.
-	manifestURL         string
-	manifestURLHeaders  []string // "Name:Value"
-	manifestURLCA       string
-	httpCheckFrequency  time.Duration
+	dirSource           dirSourceConfig
+	urlSource           urlSourceConfig
+	containerdAddress   string
+	containerdNS        string
+	rootDir             string
+	statusSocket        string
+	statusGroup         string
+	podLogsDir          string
+	logMaxSize          string
+	logMaxFiles         int
+	nodeName            string
+	resolvConf          string
+	unsafeSysctls       []string
+	logLevel            string
+	podBridge           string
+	podCIDRs            []string
+	masquerade          bool
+	nftTable            string
 	configFile          string
 	configNotes         *configFile // what --config has to say, logged once there is a logger
 	healthzAddress      string
@@ -70,6 +64,22 @@ type runConfig struct {
 	cgroupsPerQOS               bool
 	cgroupDriver                string // cgroupfs or systemd
 	podPidsLimit                int64  // -1: none
+}
+
+// dirSourceConfig configures the manifest directory source. Its period
+// is also the reconciler's and the image directory's resync.
+type dirSourceConfig struct {
+	path               string // a directory or one file
+	fileCheckFrequency time.Duration
+}
+
+// urlSourceConfig configures the manifest URL source, which --config's
+// staticPodURL, staticPodURLHeader and httpCheckFrequency also set.
+type urlSourceConfig struct {
+	url                string   // none if empty
+	headers            []string // "Name:Value"
+	caFile             string
+	httpCheckFrequency time.Duration
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -104,8 +114,8 @@ the pods running; starting it again adopts them without restarting them.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.manifestDir, "manifest-dir", "/etc/kubernetes/manifests", "directory of Pod manifests, or one manifest file")
-	f.DurationVar(&cfg.fileCheckFrequency, "file-check-frequency", 20*time.Second, "how often the manifest directory is re-read in full")
+	f.StringVar(&cfg.dirSource.path, "manifest-dir", "/etc/kubernetes/manifests", "directory of Pod manifests, or one manifest file")
+	f.DurationVar(&cfg.dirSource.fileCheckFrequency, "file-check-frequency", 20*time.Second, "how often the manifest directory is re-read in full")
 	f.StringVar(&cfg.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket (unix:// optional)")
 	f.StringVar(&cfg.containerdNS, "containerd-namespace", "staticlet", "containerd namespace for staticlet's containers")
 	f.StringVar(&cfg.rootDir, "root-dir", "/var/lib/staticlet", "directory for pod state")
@@ -122,10 +132,10 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringSliceVar(&cfg.podCIDRs, "pod-cidr", []string{defaultPodCIDR}, "pod address range; repeat or comma-separate an IPv4 and an IPv6 range for dual stack")
 	f.BoolVar(&cfg.masquerade, "masquerade", true, "masquerade pods' traffic to outside the pod ranges behind the host's address (enables IP forwarding)")
 	f.StringVar(&cfg.nftTable, "nftables-table", "staticlet", "nftables table (family inet) for the masquerade and hostPort rules")
-	f.StringVar(&cfg.manifestURL, "manifest-url", "", "URL polled for Pod manifests, besides --manifest-dir")
-	f.StringArrayVar(&cfg.manifestURLHeaders, "manifest-url-header", nil, "header 'Name:Value' sent with every --manifest-url request (repeatable; values are never logged)")
-	f.DurationVar(&cfg.httpCheckFrequency, "http-check-frequency", 20*time.Second, "how often --manifest-url is polled (less up to a fifth, at random)")
-	f.StringVar(&cfg.manifestURLCA, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
+	f.StringVar(&cfg.urlSource.url, "manifest-url", "", "URL polled for Pod manifests, besides --manifest-dir")
+	f.StringArrayVar(&cfg.urlSource.headers, "manifest-url-header", nil, "header 'Name:Value' sent with every --manifest-url request (repeatable; values are never logged)")
+	f.DurationVar(&cfg.urlSource.httpCheckFrequency, "http-check-frequency", 20*time.Second, "how often --manifest-url is polled (less up to a fifth, at random)")
+	f.StringVar(&cfg.urlSource.caFile, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
 	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
 	f.StringVar(&cfg.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
 	f.StringVar(&cfg.imageCredentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
@@ -222,7 +232,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Path:      cfg.imageImportDir,
 		StateFile: filepath.Join(cfg.rootDir, importStateFile),
 		Importer:  importRuntime{rt},
-		Resync:    cfg.fileCheckFrequency,
+		Resync:    cfg.dirSource.fileCheckFrequency,
 		Logger:    logger,
 	})
 	arrived := make(chan []string)
@@ -234,7 +244,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Runtime:  rt,
 		Reporter: rep,
 		Prober:   prober,
-		Resync:   cfg.fileCheckFrequency,
+		Resync:   cfg.dirSource.fileCheckFrequency,
 		HostIP:   nodeIP,
 		Logger:   logger,
 
@@ -300,7 +310,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return notifier.Run(ctx) })
 	g.Go(func() error { return shutdown.Run(ctx) })
-	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.manifestDir, "node", cfg.nodeName,
+	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.dirSource.path, "node", cfg.nodeName,
 		"containerd", cfg.containerdAddress, "cgroups", rt.CgroupMode(), "cgroup-driver", cfg.cgroupDriver)
 	err = g.Wait()
 	logger.Info("staticlet stopped; pods keep running")

@@ -27,8 +27,8 @@ type manifestSource interface {
 // directory, always, and the manifest URL when one is given.
 func manifestSources(cfg runConfig, logger *slog.Logger) ([]manifestSource, error) {
 	dir := watch.NewDir(watch.DirConfig{
-		Path:   cfg.manifestDir,
-		Resync: cfg.fileCheckFrequency,
+		Path:   cfg.dirSource.path,
+		Resync: cfg.dirSource.fileCheckFrequency,
 		// A new or rewritten file is applied 10 ms after its last event; a
 		// burst that removes or renames a file waits 50 ms, time enough for
 		// an editor's rename-then-write to finish.
@@ -40,20 +40,20 @@ func manifestSources(cfg runConfig, logger *slog.Logger) ([]manifestSource, erro
 		Logger: logger,
 	})
 	sources := []manifestSource{dir}
-	if cfg.manifestURL == "" {
+	if cfg.urlSource.url == "" {
 		return sources, nil
 	}
-	header, err := parseURLHeaders(cfg.manifestURLHeaders)
+	header, err := parseURLHeaders(cfg.urlSource.headers)
 	if err != nil {
 		return nil, err
 	}
 	u, err := watch.NewURL(watch.URLConfig{
-		URL:    cfg.manifestURL,
+		URL:    cfg.urlSource.url,
 		Header: header,
-		Period: cfg.httpCheckFrequency,
-		CAFile: cfg.manifestURLCA,
+		Period: cfg.urlSource.httpCheckFrequency,
+		CAFile: cfg.urlSource.caFile,
 		// The last good body, so a restart while the URL is down keeps its pods.
-		CacheFile: filepath.Join(cfg.rootDir, "sources", fmt.Sprintf("url-%x.yaml", sha256.Sum256([]byte(cfg.manifestURL)))),
+		CacheFile: filepath.Join(cfg.rootDir, "sources", fmt.Sprintf("url-%x.yaml", sha256.Sum256([]byte(cfg.urlSource.url)))),
 		Decode: func(path string, data []byte) ([]*pod.Pod, error) {
 			return pod.Decode(path, data, pod.Options{
 				NodeName: cfg.nodeName, SourceKind: pod.SourceHTTP, Seen: time.Now(), AllowEmptyList: true,
