@@ -286,10 +286,10 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 	set("http-check-frequency", kc.HTTPCheckFrequency > 0, func() {
 		cfg.urlSource.httpCheckFrequency = time.Duration(kc.HTTPCheckFrequency)
 	})
-	set("containerd-address", kc.ContainerRuntimeEndpoint != "", func() { cfg.containerdAddress = kc.ContainerRuntimeEndpoint })
-	set("pod-logs-dir", kc.PodLogsDir != "", func() { cfg.podLogsDir = rel(kc.PodLogsDir) })
-	set("container-log-max-size", kc.ContainerLogMaxSize != "", func() { cfg.logMaxSize = kc.ContainerLogMaxSize })
-	set("container-log-max-files", kc.ContainerLogMaxFiles != nil, func() { cfg.logMaxFiles = int(*kc.ContainerLogMaxFiles) })
+	set("containerd-address", kc.ContainerRuntimeEndpoint != "", func() { cfg.runtime.containerdAddress = kc.ContainerRuntimeEndpoint })
+	set("pod-logs-dir", kc.PodLogsDir != "", func() { cfg.logs.dir = rel(kc.PodLogsDir) })
+	set("container-log-max-size", kc.ContainerLogMaxSize != "", func() { cfg.logs.maxSize = kc.ContainerLogMaxSize })
+	set("container-log-max-files", kc.ContainerLogMaxFiles != nil, func() { cfg.logs.maxFiles = int(*kc.ContainerLogMaxFiles) })
 	set("healthz-address", kc.HealthzBindAddress != "" || kc.HealthzPort != nil, func() {
 		cfg.healthzAddress = healthzAddress(kc.HealthzBindAddress, kc.HealthzPort)
 	})
@@ -300,20 +300,20 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 		cfg.shutdownGracePeriodCritical = time.Duration(kc.ShutdownGracePeriodCriticalPods)
 	})
 	set("max-pods", kc.MaxPods > 0, func() { cfg.maxPods = int(kc.MaxPods) })
-	set("pod-max-pids", kc.PodPidsLimit != nil, func() { cfg.podPidsLimit = *kc.PodPidsLimit })
+	set("pod-max-pids", kc.PodPidsLimit != nil, func() { cfg.runtime.podPidsLimit = *kc.PodPidsLimit })
 	// false is not "the default" here: the kubelet's field is a pointer.
-	set("cgroup-driver", kc.CgroupDriver != "", func() { cfg.cgroupDriver = kc.CgroupDriver })
-	set("cgroups-per-qos", kc.CgroupsPerQOS != nil, func() { cfg.cgroupsPerQOS = *kc.CgroupsPerQOS })
-	set("pod-cidr", kc.PodCIDR != "", func() { cfg.podCIDRs = strings.Split(kc.PodCIDR, ",") })
+	set("cgroup-driver", kc.CgroupDriver != "", func() { cfg.runtime.cgroupDriver = kc.CgroupDriver })
+	set("cgroups-per-qos", kc.CgroupsPerQOS != nil, func() { cfg.runtime.cgroupsPerQOS = *kc.CgroupsPerQOS })
+	set("pod-cidr", kc.PodCIDR != "", func() { cfg.network.cidrs = strings.Split(kc.PodCIDR, ",") })
 	set("resolv-conf", kc.ResolverConfig != nil, func() {
 		// The kubelet reads "" as "no DNS from the host": an empty file
 		// gives pods no host resolvers.
-		cfg.resolvConf = rel(*kc.ResolverConfig)
-		if cfg.resolvConf == "" {
-			cfg.resolvConf = os.DevNull
+		cfg.runtime.resolvConf = rel(*kc.ResolverConfig)
+		if cfg.runtime.resolvConf == "" {
+			cfg.runtime.resolvConf = os.DevNull
 		}
 	})
-	set("allowed-unsafe-sysctls", len(kc.AllowedUnsafeSysctls) > 0, func() { cfg.unsafeSysctls = kc.AllowedUnsafeSysctls })
+	set("allowed-unsafe-sysctls", len(kc.AllowedUnsafeSysctls) > 0, func() { cfg.runtime.unsafeSysctls = kc.AllowedUnsafeSysctls })
 }
 
 // flagChanged tells whether flag, or a kubelet alias of it (which shares

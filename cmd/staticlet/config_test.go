@@ -91,12 +91,11 @@ func TestParseKubeadmConfig(t *testing.T) {
 	var cfg runConfig
 	cf.apply(func(string) bool { return false }, &cfg)
 	want := runConfig{
-		dirSource:         dirSourceConfig{path: "/etc/staticlet/manifests"},
-		containerdAddress: "unix:///run/c.sock",
-		podLogsDir:        "/var/log/p",
-		healthzAddress:    "127.0.0.1:10248",
-		resolvConf:        "/run/systemd/resolve/resolv.conf",
-		cgroupDriver:      "systemd",
+		dirSource: dirSourceConfig{path: "/etc/staticlet/manifests"},
+		runtime: runtimeConfig{containerdAddress: "unix:///run/c.sock", resolvConf: "/run/systemd/resolve/resolv.conf",
+			cgroupDriver: "systemd"},
+		logs:           containerLogConfig{dir: "/var/log/p"},
+		healthzAddress: "127.0.0.1:10248",
 	}
 	if diff := compareConfigs(cfg, want); diff != "" {
 		t.Errorf("config from kubeadm's file: %s", diff)
@@ -123,20 +122,20 @@ func compareConfigs(got, want runConfig) string {
 	check("manifestURLHeaders", got.urlSource.headers, want.urlSource.headers)
 	check("fileCheckFrequency", got.dirSource.fileCheckFrequency, want.dirSource.fileCheckFrequency)
 	check("httpCheckFrequency", got.urlSource.httpCheckFrequency, want.urlSource.httpCheckFrequency)
-	check("containerdAddress", got.containerdAddress, want.containerdAddress)
-	check("podLogsDir", got.podLogsDir, want.podLogsDir)
-	check("logMaxSize", got.logMaxSize, want.logMaxSize)
-	check("logMaxFiles", got.logMaxFiles, want.logMaxFiles)
-	check("cgroupsPerQOS", got.cgroupsPerQOS, want.cgroupsPerQOS)
-	check("cgroupDriver", got.cgroupDriver, want.cgroupDriver)
-	check("podPidsLimit", got.podPidsLimit, want.podPidsLimit)
+	check("containerdAddress", got.runtime.containerdAddress, want.runtime.containerdAddress)
+	check("podLogsDir", got.logs.dir, want.logs.dir)
+	check("logMaxSize", got.logs.maxSize, want.logs.maxSize)
+	check("logMaxFiles", got.logs.maxFiles, want.logs.maxFiles)
+	check("cgroupsPerQOS", got.runtime.cgroupsPerQOS, want.runtime.cgroupsPerQOS)
+	check("cgroupDriver", got.runtime.cgroupDriver, want.runtime.cgroupDriver)
+	check("podPidsLimit", got.runtime.podPidsLimit, want.runtime.podPidsLimit)
 	check("healthzAddress", got.healthzAddress, want.healthzAddress)
 	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
 	check("shutdownGracePeriodCriticalPods", got.shutdownGracePeriodCritical, want.shutdownGracePeriodCritical)
 	check("maxPods", got.maxPods, want.maxPods)
-	check("podCIDRs", got.podCIDRs, want.podCIDRs)
-	check("resolvConf", got.resolvConf, want.resolvConf)
-	check("unsafeSysctls", got.unsafeSysctls, want.unsafeSysctls)
+	check("podCIDRs", got.network.cidrs, want.network.cidrs)
+	check("resolvConf", got.runtime.resolvConf, want.runtime.resolvConf)
+	check("unsafeSysctls", got.runtime.unsafeSysctls, want.runtime.unsafeSysctls)
 	return b.String()
 }
 
@@ -152,23 +151,25 @@ var kubeletConfigFieldCases = []struct {
 }{
 	{"empty", "", runConfig{}},
 	{"paths absolute and relative", "staticPodPath: /etc/kubernetes/manifests\npodLogsDir: logs\nresolvConf: r.conf\n",
-		runConfig{dirSource: dirSourceConfig{path: "/etc/kubernetes/manifests"}, podLogsDir: "/cfg/logs", resolvConf: "/cfg/r.conf"}},
-	{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{resolvConf: os.DevNull}},
+		runConfig{dirSource: dirSourceConfig{path: "/etc/kubernetes/manifests"}, logs: containerLogConfig{dir: "/cfg/logs"},
+			runtime: runtimeConfig{resolvConf: "/cfg/r.conf"}}},
+	{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{runtime: runtimeConfig{resolvConf: os.DevNull}}},
 	{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
 		runConfig{urlSource: urlSourceConfig{url: "https://example.test/pods", headers: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
 			httpCheckFrequency: time.Minute}}},
 	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
-		runConfig{dirSource: dirSourceConfig{fileCheckFrequency: 5 * time.Second}, logMaxSize: "5Mi", logMaxFiles: 3}},
+		runConfig{dirSource: dirSourceConfig{fileCheckFrequency: 5 * time.Second}, logs: containerLogConfig{maxSize: "5Mi", maxFiles: 3}}},
 	{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", runConfig{}},
 	{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
 	{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
 	{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
-	{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{cgroupsPerQOS: true}},
+	{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{runtime: runtimeConfig{cgroupsPerQOS: true}}},
 	{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
-		runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
-			unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}},
-	{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{podPidsLimit: 4096}},
-	{"systemd driver", "cgroupDriver: systemd\n", runConfig{cgroupDriver: "systemd"}},
+		runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50,
+			network: podNetworkConfig{cidrs: []string{"10.1.0.0/24", "fd00::/64"}},
+			runtime: runtimeConfig{unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}}},
+	{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{runtime: runtimeConfig{podPidsLimit: 4096}}},
+	{"systemd driver", "cgroupDriver: systemd\n", runConfig{runtime: runtimeConfig{cgroupDriver: "systemd"}}},
 }
 
 // TestParseKubeletConfigFields covers each honoured field and the
@@ -245,13 +246,16 @@ maxPods: 12
 		want runConfig
 	}{
 		{"file over defaults", nil, runConfig{dirSource: dirSourceConfig{path: "/from/file", fileCheckFrequency: 7 * time.Second},
-			containerdAddress: "unix:///from/file.sock", logMaxFiles: 9, healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+			runtime: runtimeConfig{containerdAddress: "unix:///from/file.sock"}, logs: containerLogConfig{maxFiles: 9},
+			healthzAddress: "127.0.0.1:10300", maxPods: 12}},
 		{"flags over file", []string{"--manifest-dir=/flag", "--file-check-frequency=1s", "--container-log-max-files=2",
 			"--healthz-address=", "--max-pods=1"},
-			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour}, containerdAddress: "unix:///from/file.sock",
-				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}},
+			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour},
+				runtime: runtimeConfig{containerdAddress: "unix:///from/file.sock"}, logs: containerLogConfig{maxFiles: -1},
+				healthzAddress: "FLAG", maxPods: -1}},
 		{"kubelet aliases over file", []string{"--pod-manifest-path=/flag", "--container-runtime-endpoint=/flag.sock"},
-			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: 7 * time.Second}, containerdAddress: "FLAG", logMaxFiles: 9,
+			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: 7 * time.Second},
+				runtime: runtimeConfig{containerdAddress: "FLAG"}, logs: containerLogConfig{maxFiles: 9},
 				healthzAddress: "127.0.0.1:10300", maxPods: 12}},
 	}
 	for _, tt := range tests {
@@ -262,8 +266,9 @@ maxPods: 12
 			}
 			// What the flags set stands in cfg as FLAG (or -1, an hour):
 			// the file must leave it there.
-			cfg := runConfig{configFile: file, dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour}, containerdAddress: "FLAG",
-				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}
+			cfg := runConfig{configFile: file, dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour},
+				runtime: runtimeConfig{containerdAddress: "FLAG"}, logs: containerLogConfig{maxFiles: -1},
+				healthzAddress: "FLAG", maxPods: -1}
 			if err := loadKubeletConfig(flags, &cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -456,18 +461,18 @@ func TestPackagedConfig(t *testing.T) {
 		"manifest-dir":            cfg.dirSource.path,
 		"file-check-frequency":    cfg.dirSource.fileCheckFrequency.String(),
 		"http-check-frequency":    cfg.urlSource.httpCheckFrequency.String(),
-		"containerd-address":      strings.TrimPrefix(cfg.containerdAddress, "unix://"),
-		"pod-logs-dir":            cfg.podLogsDir,
-		"container-log-max-size":  cfg.logMaxSize,
-		"container-log-max-files": strconv.Itoa(cfg.logMaxFiles),
+		"containerd-address":      strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
+		"pod-logs-dir":            cfg.logs.dir,
+		"container-log-max-size":  cfg.logs.maxSize,
+		"container-log-max-files": strconv.Itoa(cfg.logs.maxFiles),
 		"healthz-address":         cfg.healthzAddress,
-		"pod-cidr":                "[" + strings.Join(cfg.podCIDRs, ",") + "]",
-		"resolv-conf":             cfg.resolvConf,
+		"pod-cidr":                "[" + strings.Join(cfg.network.cidrs, ",") + "]",
+		"resolv-conf":             cfg.runtime.resolvConf,
 		"max-pods":                strconv.Itoa(cfg.maxPods),
 		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
-		"cgroups-per-qos":         strconv.FormatBool(cfg.cgroupsPerQOS),
-		"cgroup-driver":           cfg.cgroupDriver,
-		"pod-max-pids":            strconv.FormatInt(cfg.podPidsLimit, 10),
+		"cgroups-per-qos":         strconv.FormatBool(cfg.runtime.cgroupsPerQOS),
+		"cgroup-driver":           cfg.runtime.cgroupDriver,
+		"pod-max-pids":            strconv.FormatInt(cfg.runtime.podPidsLimit, 10),
 	}
 	got["shutdown-grace-period-critical-pods"] = cfg.shutdownGracePeriodCritical.String()
 	flags := runCommand().Flags()
@@ -489,14 +494,14 @@ func TestCgroupsPerQOSFalse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := runConfig{cgroupsPerQOS: true}
+	cfg := runConfig{runtime: runtimeConfig{cgroupsPerQOS: true}}
 	cf.apply(func(string) bool { return false }, &cfg)
-	if cfg.cgroupsPerQOS {
+	if cfg.runtime.cgroupsPerQOS {
 		t.Errorf("cgroupsPerQOS: false in the file left --cgroups-per-qos true")
 	}
-	cfg = runConfig{cgroupsPerQOS: true}
+	cfg = runConfig{runtime: runtimeConfig{cgroupsPerQOS: true}}
 	cf.apply(func(flag string) bool { return flag == "cgroups-per-qos" }, &cfg)
-	if !cfg.cgroupsPerQOS {
+	if !cfg.runtime.cgroupsPerQOS {
 		t.Errorf("cgroupsPerQOS: false in the file won over --cgroups-per-qos given on the command line")
 	}
 }
