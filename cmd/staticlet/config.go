@@ -291,13 +291,13 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 	set("container-log-max-size", kc.ContainerLogMaxSize != "", func() { cfg.logs.maxSize = kc.ContainerLogMaxSize })
 	set("container-log-max-files", kc.ContainerLogMaxFiles != nil, func() { cfg.logs.maxFiles = int(*kc.ContainerLogMaxFiles) })
 	set("healthz-address", kc.HealthzBindAddress != "" || kc.HealthzPort != nil, func() {
-		cfg.healthzAddress = healthzAddress(kc.HealthzBindAddress, kc.HealthzPort)
+		cfg.status.healthzAddress = healthzAddress(kc.HealthzBindAddress, kc.HealthzPort)
 	})
 	set("shutdown-grace-period", kc.ShutdownGracePeriod > 0, func() {
-		cfg.shutdownGracePeriod = time.Duration(kc.ShutdownGracePeriod)
+		cfg.shutdown.GracePeriod = time.Duration(kc.ShutdownGracePeriod)
 	})
 	set("shutdown-grace-period-critical-pods", kc.ShutdownGracePeriodCriticalPods > 0, func() {
-		cfg.shutdownGracePeriodCritical = time.Duration(kc.ShutdownGracePeriodCriticalPods)
+		cfg.shutdown.CriticalGracePeriod = time.Duration(kc.ShutdownGracePeriodCriticalPods)
 	})
 	set("max-pods", kc.MaxPods > 0, func() { cfg.maxPods = int(kc.MaxPods) })
 	set("pod-max-pids", kc.PodPidsLimit != nil, func() { cfg.runtime.podPidsLimit = *kc.PodPidsLimit })

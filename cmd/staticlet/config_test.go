@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/staticlet/staticlet/internal/nodeshutdown"
 	"github.com/staticlet/staticlet/internal/sandbox"
 )
 
@@ -94,8 +95,8 @@ func TestParseKubeadmConfig(t *testing.T) {
 		dirSource: dirSourceConfig{path: "/etc/staticlet/manifests"},
 		runtime: runtimeConfig{containerdAddress: "unix:///run/c.sock", resolvConf: "/run/systemd/resolve/resolv.conf",
 			cgroupDriver: "systemd"},
-		logs:           containerLogConfig{dir: "/var/log/p"},
-		healthzAddress: "127.0.0.1:10248",
+		logs:   containerLogConfig{dir: "/var/log/p"},
+		status: statusConfig{healthzAddress: "127.0.0.1:10248"},
 	}
 	if diff := compareConfigs(cfg, want); diff != "" {
 		t.Errorf("config from kubeadm's file: %s", diff)
@@ -129,9 +130,9 @@ func compareConfigs(got, want runConfig) string {
 	check("cgroupsPerQOS", got.runtime.cgroupsPerQOS, want.runtime.cgroupsPerQOS)
 	check("cgroupDriver", got.runtime.cgroupDriver, want.runtime.cgroupDriver)
 	check("podPidsLimit", got.runtime.podPidsLimit, want.runtime.podPidsLimit)
-	check("healthzAddress", got.healthzAddress, want.healthzAddress)
-	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
-	check("shutdownGracePeriodCriticalPods", got.shutdownGracePeriodCritical, want.shutdownGracePeriodCritical)
+	check("healthzAddress", got.status.healthzAddress, want.status.healthzAddress)
+	check("shutdownGracePeriod", got.shutdown.GracePeriod, want.shutdown.GracePeriod)
+	check("shutdownGracePeriodCriticalPods", got.shutdown.CriticalGracePeriod, want.shutdown.CriticalGracePeriod)
 	check("maxPods", got.maxPods, want.maxPods)
 	check("podCIDRs", got.network.cidrs, want.network.cidrs)
 	check("resolvConf", got.runtime.resolvConf, want.runtime.resolvConf)
@@ -160,12 +161,12 @@ var kubeletConfigFieldCases = []struct {
 	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
 		runConfig{dirSource: dirSourceConfig{fileCheckFrequency: 5 * time.Second}, logs: containerLogConfig{maxSize: "5Mi", maxFiles: 3}}},
 	{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", runConfig{}},
-	{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
-	{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
+	{"healthz port only", "healthzPort: 10300\n", runConfig{status: statusConfig{healthzAddress: "127.0.0.1:10300"}}},
+	{"healthz address only", "healthzBindAddress: ::1\n", runConfig{status: statusConfig{healthzAddress: "[::1]:10248"}}},
 	{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
 	{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{runtime: runtimeConfig{cgroupsPerQOS: true}}},
 	{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
-		runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50,
+		runConfig{shutdown: nodeshutdown.Config{GracePeriod: 30 * time.Second, CriticalGracePeriod: 10 * time.Second}, maxPods: 50,
 			network: podNetworkConfig{cidrs: []string{"10.1.0.0/24", "fd00::/64"}},
 			runtime: runtimeConfig{unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}}},
 	{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{runtime: runtimeConfig{podPidsLimit: 4096}}},
@@ -247,16 +248,16 @@ maxPods: 12
 	}{
 		{"file over defaults", nil, runConfig{dirSource: dirSourceConfig{path: "/from/file", fileCheckFrequency: 7 * time.Second},
 			runtime: runtimeConfig{containerdAddress: "unix:///from/file.sock"}, logs: containerLogConfig{maxFiles: 9},
-			healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+			status: statusConfig{healthzAddress: "127.0.0.1:10300"}, maxPods: 12}},
 		{"flags over file", []string{"--manifest-dir=/flag", "--file-check-frequency=1s", "--container-log-max-files=2",
 			"--healthz-address=", "--max-pods=1"},
 			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour},
 				runtime: runtimeConfig{containerdAddress: "unix:///from/file.sock"}, logs: containerLogConfig{maxFiles: -1},
-				healthzAddress: "FLAG", maxPods: -1}},
+				status: statusConfig{healthzAddress: "FLAG"}, maxPods: -1}},
 		{"kubelet aliases over file", []string{"--pod-manifest-path=/flag", "--container-runtime-endpoint=/flag.sock"},
 			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: 7 * time.Second},
 				runtime: runtimeConfig{containerdAddress: "FLAG"}, logs: containerLogConfig{maxFiles: 9},
-				healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+				status: statusConfig{healthzAddress: "127.0.0.1:10300"}, maxPods: 12}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,7 +269,7 @@ maxPods: 12
 			// the file must leave it there.
 			cfg := runConfig{configFile: file, dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour},
 				runtime: runtimeConfig{containerdAddress: "FLAG"}, logs: containerLogConfig{maxFiles: -1},
-				healthzAddress: "FLAG", maxPods: -1}
+				status: statusConfig{healthzAddress: "FLAG"}, maxPods: -1}
 			if err := loadKubeletConfig(flags, &cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -465,16 +466,16 @@ func TestPackagedConfig(t *testing.T) {
 		"pod-logs-dir":            cfg.logs.dir,
 		"container-log-max-size":  cfg.logs.maxSize,
 		"container-log-max-files": strconv.Itoa(cfg.logs.maxFiles),
-		"healthz-address":         cfg.healthzAddress,
+		"healthz-address":         cfg.status.healthzAddress,
 		"pod-cidr":                "[" + strings.Join(cfg.network.cidrs, ",") + "]",
 		"resolv-conf":             cfg.runtime.resolvConf,
 		"max-pods":                strconv.Itoa(cfg.maxPods),
-		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
+		"shutdown-grace-period":   cfg.shutdown.GracePeriod.String(),
 		"cgroups-per-qos":         strconv.FormatBool(cfg.runtime.cgroupsPerQOS),
 		"cgroup-driver":           cfg.runtime.cgroupDriver,
 		"pod-max-pids":            strconv.FormatInt(cfg.runtime.podPidsLimit, 10),
 	}
-	got["shutdown-grace-period-critical-pods"] = cfg.shutdownGracePeriodCritical.String()
+	got["shutdown-grace-period-critical-pods"] = cfg.shutdown.CriticalGracePeriod.String()
 	flags := runCommand().Flags()
 	for name, value := range got {
 		if want := flags.Lookup(name).DefValue; value != want {

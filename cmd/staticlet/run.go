@@ -40,19 +40,15 @@ type runConfig struct {
 	rootDir     string
 	maxPods     int
 
-	dirSource           dirSourceConfig
-	urlSource           urlSourceConfig
-	runtime             runtimeConfig
-	images              imageConfig
-	logs                containerLogConfig
-	network             podNetworkConfig
-	healthzAddress      string
-	statusSocket        string
-	statusGroup         string
-	shutdownGracePeriod time.Duration
-	// shutdownGracePeriodCritical is the critical pods' part of
-	// shutdownGracePeriod.
-	shutdownGracePeriodCritical time.Duration
+	dirSource dirSourceConfig
+	urlSource urlSourceConfig
+	runtime   runtimeConfig
+	images    imageConfig
+	logs      containerLogConfig
+	network   podNetworkConfig
+	status    statusConfig
+	// shutdown holds the grace periods; runDaemon adds the rest.
+	shutdown nodeshutdown.Config
 }
 
 // dirSourceConfig configures the manifest directory source. Its period
@@ -108,6 +104,13 @@ type podNetworkConfig struct {
 	nftTable   string
 }
 
+// statusConfig configures the status socket and the TCP healthz endpoint.
+type statusConfig struct {
+	socket         string
+	group          string // may read the socket; root only if empty
+	healthzAddress string // off if empty
+}
+
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
 // clear of docker's bridge (172.17.0.0/16) and address pools
 // (172.17-31.0.0/16, 192.168.0.0/16), podman's 10.88.0.0/16 and the
@@ -145,8 +148,8 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.runtime.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket (unix:// optional)")
 	f.StringVar(&cfg.runtime.containerdNS, "containerd-namespace", "staticlet", "containerd namespace for staticlet's containers")
 	f.StringVar(&cfg.rootDir, "root-dir", "/var/lib/staticlet", "directory for pod state")
-	f.StringVar(&cfg.statusSocket, "status-socket", defaultStatusSocket, "unix socket serving the status API")
-	f.StringVar(&cfg.statusGroup, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
+	f.StringVar(&cfg.status.socket, "status-socket", defaultStatusSocket, "unix socket serving the status API")
+	f.StringVar(&cfg.status.group, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
 	f.StringVar(&cfg.logs.dir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
 	f.StringVar(&cfg.logs.maxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
 	f.IntVar(&cfg.logs.maxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2)")
@@ -163,12 +166,12 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.DurationVar(&cfg.urlSource.httpCheckFrequency, "http-check-frequency", 20*time.Second, "how often --manifest-url is polled (less up to a fifth, at random)")
 	f.StringVar(&cfg.urlSource.caFile, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
 	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
-	f.StringVar(&cfg.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
+	f.StringVar(&cfg.status.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
 	f.StringVar(&cfg.images.credentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
 	f.StringVar(&cfg.images.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
 	f.StringVar(&cfg.images.importDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
-	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
-	f.DurationVar(&cfg.shutdownGracePeriodCritical, "shutdown-grace-period-critical-pods", 0,
+	f.DurationVar(&cfg.shutdown.GracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
+	f.DurationVar(&cfg.shutdown.CriticalGracePeriod, "shutdown-grace-period-critical-pods", 0,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
 	f.StringVar(&cfg.runtime.cgroupDriver, "cgroup-driver", "cgroupfs", "how pod and container cgroups are made: cgroupfs (staticlet and runc write them) or systemd "+
 		"(slices under <containerd namespace>.slice and container scopes, through systemd, as the kubelet's systemd driver; needs systemd as the init system)")
@@ -201,9 +204,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		}
 	}
 	cfg.nodeName = strings.ToLower(cfg.nodeName)
-	if err := checkShutdownGrace(cfg.shutdownGracePeriod, cfg.shutdownGracePeriodCritical); err != nil {
+	if err := checkShutdownGrace(cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod); err != nil {
 		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
-			cfg.shutdownGracePeriod, cfg.shutdownGracePeriodCritical, err)
+			cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod, err)
 	}
 	if cfg.runtime.cgroupDriver != "cgroupfs" && cfg.runtime.cgroupDriver != "systemd" {
 		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.runtime.cgroupDriver)
@@ -281,8 +284,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	server := status.NewServer(status.ServerConfig{
-		Socket: cfg.statusSocket,
-		Group:  cfg.statusGroup,
+		Socket: cfg.status.socket,
+		Group:  cfg.status.group,
 		Store:  store,
 		Health: func(ctx context.Context) error {
 			if !rec.Alive() {
@@ -294,17 +297,15 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Images: imageLister(rt),
 		Logger: logger,
 	})
-	healthzLn, err := listenHealthz(cfg.healthzAddress)
+	healthzLn, err := listenHealthz(cfg.status.healthzAddress)
 	if err != nil {
 		return err
 	}
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
-	shutdown := nodeshutdown.New(nodeshutdown.Config{
-		GracePeriod:         cfg.shutdownGracePeriod,
-		CriticalGracePeriod: cfg.shutdownGracePeriodCritical,
-		Node:                nodeShutdown{rec: rec, store: store},
-		Logger:              logger,
-	})
+	shutdownConfig := cfg.shutdown
+	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
+	shutdownConfig.Logger = logger
+	shutdown := nodeshutdown.New(shutdownConfig)
 
 	snapshots := make(chan watch.Snapshot)
 	desiredSets := make(chan []*pod.Pod)
