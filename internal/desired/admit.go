@@ -21,7 +21,8 @@ type AdmissionConfig struct {
 	// Max is the most pods admitted at once, the kubelet's maxPods; 0
 	// (or less) admits every pod.
 	Max int
-	// Events is told each pod as it starts being refused.
+	// Events is told each pod as it starts being refused; required when
+	// Max is above 0.
 	Events EventSink
 	// Now stamps the events; nil means time.Now.
 	Now func() time.Time

@@ -30,8 +30,8 @@ type Manifest struct {
 
 // ManifestSink is where the manifest results go (the status store).
 type ManifestSink interface {
-	// SetManifests replaces every result with ms. It must not keep ms's
-	// slices past the call without copying them.
+	// SetManifests replaces every result with ms, which the Merger does
+	// not touch after the call.
 	SetManifests(ms []Manifest)
 }
 
@@ -40,7 +40,8 @@ type MergerConfig struct {
 	// Sources are the names of every source (watch.Snapshot.Source); no
 	// desired set is sent before each of them has reported once.
 	Sources []string
-	// Manifests receives the results of every file after each snapshot.
+	// Manifests receives the results of every file after each snapshot;
+	// required.
 	Manifests ManifestSink
 	// Logger receives the duplicate definitions Merge ignores; nil
 	// discards them. The sources log their own file errors.
