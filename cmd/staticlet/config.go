@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,8 +15,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
-
-	"github.com/staticlet/staticlet/internal/pod"
 )
 
 // The kubelet's config file (--config): a kubelet.config.k8s.io/v1beta1
@@ -278,45 +275,45 @@ func (cf *configFile) apply(changed func(flag string) bool, cfg *runConfig) {
 			fn()
 		}
 	}
-	set("manifest-dir", kc.StaticPodPath != "", func() { cfg.manifestDir = rel(kc.StaticPodPath) })
-	set("manifest-url", kc.StaticPodURL != "", func() { cfg.manifestURL = kc.StaticPodURL })
+	set("manifest-dir", kc.StaticPodPath != "", func() { cfg.dirSource.path = rel(kc.StaticPodPath) })
+	set("manifest-url", kc.StaticPodURL != "", func() { cfg.urlSource.url = kc.StaticPodURL })
 	set("manifest-url-header", len(kc.StaticPodURLHeader) > 0, func() {
-		cfg.manifestURLHeaders = urlHeaders(kc.StaticPodURLHeader)
+		cfg.urlSource.headers = urlHeaders(kc.StaticPodURLHeader)
 	})
 	set("file-check-frequency", kc.FileCheckFrequency > 0, func() {
-		cfg.fileCheckFrequency = time.Duration(kc.FileCheckFrequency)
+		cfg.dirSource.fileCheckFrequency = time.Duration(kc.FileCheckFrequency)
 	})
 	set("http-check-frequency", kc.HTTPCheckFrequency > 0, func() {
-		cfg.httpCheckFrequency = time.Duration(kc.HTTPCheckFrequency)
+		cfg.urlSource.httpCheckFrequency = time.Duration(kc.HTTPCheckFrequency)
 	})
-	set("containerd-address", kc.ContainerRuntimeEndpoint != "", func() { cfg.containerdAddress = kc.ContainerRuntimeEndpoint })
-	set("pod-logs-dir", kc.PodLogsDir != "", func() { cfg.podLogsDir = rel(kc.PodLogsDir) })
-	set("container-log-max-size", kc.ContainerLogMaxSize != "", func() { cfg.logMaxSize = kc.ContainerLogMaxSize })
-	set("container-log-max-files", kc.ContainerLogMaxFiles != nil, func() { cfg.logMaxFiles = int(*kc.ContainerLogMaxFiles) })
+	set("containerd-address", kc.ContainerRuntimeEndpoint != "", func() { cfg.runtime.containerdAddress = kc.ContainerRuntimeEndpoint })
+	set("pod-logs-dir", kc.PodLogsDir != "", func() { cfg.logs.dir = rel(kc.PodLogsDir) })
+	set("container-log-max-size", kc.ContainerLogMaxSize != "", func() { cfg.logs.maxSize = kc.ContainerLogMaxSize })
+	set("container-log-max-files", kc.ContainerLogMaxFiles != nil, func() { cfg.logs.maxFiles = int(*kc.ContainerLogMaxFiles) })
 	set("healthz-address", kc.HealthzBindAddress != "" || kc.HealthzPort != nil, func() {
-		cfg.healthzAddress = healthzAddress(kc.HealthzBindAddress, kc.HealthzPort)
+		cfg.status.healthzAddress = healthzAddress(kc.HealthzBindAddress, kc.HealthzPort)
 	})
 	set("shutdown-grace-period", kc.ShutdownGracePeriod > 0, func() {
-		cfg.shutdownGracePeriod = time.Duration(kc.ShutdownGracePeriod)
+		cfg.shutdown.GracePeriod = time.Duration(kc.ShutdownGracePeriod)
 	})
 	set("shutdown-grace-period-critical-pods", kc.ShutdownGracePeriodCriticalPods > 0, func() {
-		cfg.shutdownGracePeriodCritical = time.Duration(kc.ShutdownGracePeriodCriticalPods)
+		cfg.shutdown.CriticalGracePeriod = time.Duration(kc.ShutdownGracePeriodCriticalPods)
 	})
 	set("max-pods", kc.MaxPods > 0, func() { cfg.maxPods = int(kc.MaxPods) })
-	set("pod-max-pids", kc.PodPidsLimit != nil, func() { cfg.podPidsLimit = *kc.PodPidsLimit })
+	set("pod-max-pids", kc.PodPidsLimit != nil, func() { cfg.runtime.podPidsLimit = *kc.PodPidsLimit })
 	// false is not "the default" here: the kubelet's field is a pointer.
-	set("cgroup-driver", kc.CgroupDriver != "", func() { cfg.cgroupDriver = kc.CgroupDriver })
-	set("cgroups-per-qos", kc.CgroupsPerQOS != nil, func() { cfg.cgroupsPerQOS = *kc.CgroupsPerQOS })
-	set("pod-cidr", kc.PodCIDR != "", func() { cfg.podCIDRs = strings.Split(kc.PodCIDR, ",") })
+	set("cgroup-driver", kc.CgroupDriver != "", func() { cfg.runtime.cgroupDriver = kc.CgroupDriver })
+	set("cgroups-per-qos", kc.CgroupsPerQOS != nil, func() { cfg.runtime.cgroupsPerQOS = *kc.CgroupsPerQOS })
+	set("pod-cidr", kc.PodCIDR != "", func() { cfg.network.cidrs = strings.Split(kc.PodCIDR, ",") })
 	set("resolv-conf", kc.ResolverConfig != nil, func() {
 		// The kubelet reads "" as "no DNS from the host": an empty file
 		// gives pods no host resolvers.
-		cfg.resolvConf = rel(*kc.ResolverConfig)
-		if cfg.resolvConf == "" {
-			cfg.resolvConf = os.DevNull
+		cfg.runtime.resolvConf = rel(*kc.ResolverConfig)
+		if cfg.runtime.resolvConf == "" {
+			cfg.runtime.resolvConf = os.DevNull
 		}
 	})
-	set("allowed-unsafe-sysctls", len(kc.AllowedUnsafeSysctls) > 0, func() { cfg.unsafeSysctls = kc.AllowedUnsafeSysctls })
+	set("allowed-unsafe-sysctls", len(kc.AllowedUnsafeSysctls) > 0, func() { cfg.runtime.unsafeSysctls = kc.AllowedUnsafeSysctls })
 }
 
 // flagChanged tells whether flag, or a kubelet alias of it (which shares
@@ -414,61 +411,4 @@ func loopbackDefault(addr string) string {
 		return net.JoinHostPort(kubeletHealthzBindAddress, port)
 	}
 	return addr
-}
-
-// admitPods caps desired at max pods (0: no cap), as the kubelet's maxPods
-// does. Pods admitted before (prev) keep their place, so a new pod never
-// pushes out a running one; the rest are admitted in key order.
-func admitPods(prev map[pod.Key]bool, desired []*pod.Pod, max int) (admitted, refused []*pod.Pod) {
-	if max <= 0 || len(desired) <= max {
-		return desired, nil
-	}
-	sorted := slices.Clone(desired)
-	slices.SortStableFunc(sorted, func(a, b *pod.Pod) int {
-		ka, kb := a.Key(), b.Key()
-		if pa, pb := prev[ka], prev[kb]; pa != pb {
-			if pa {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(ka.String(), kb.String())
-	})
-	return sorted[:max], sorted[max:]
-}
-
-// capPods passes the desired sets from in to out, capped by admitPods at
-// max, and reports each pod when it starts being refused (a Warning event
-// OutOfpods, as the kubelet's admission names it).
-func capPods(ctx context.Context, in <-chan []*pod.Pod, out chan<- []*pod.Pod, max int, rep reporter) error {
-	prev := map[pod.Key]bool{}
-	refusedBefore := map[pod.Key]bool{}
-	for {
-		var desired []*pod.Pod
-		select {
-		case <-ctx.Done():
-			return nil
-		case desired = <-in:
-		}
-		admitted, refused := admitPods(prev, desired, max)
-		prev = make(map[pod.Key]bool, len(admitted))
-		for _, p := range admitted {
-			prev[p.Key()] = true
-		}
-		now := map[pod.Key]bool{}
-		for _, p := range refused {
-			k := p.Key()
-			now[k] = true
-			if !refusedBefore[k] {
-				rep.Event(pod.Event{Time: time.Now(), Pod: k.String(), Type: pod.EventWarning, Reason: "OutOfpods",
-					Message: fmt.Sprintf("pod %s is not run: the node already runs maxPods (%d) pods", k, max)})
-			}
-		}
-		refusedBefore = now
-		select {
-		case <-ctx.Done():
-			return nil
-		case out <- admitted:
-		}
-	}
 }

@@ -75,7 +75,7 @@ func checkConfigFile(t *testing.T, cf *configFile) {
 		t.Errorf("with every flag given, the file changed %s", diff)
 	}
 	cf.apply(func(string) bool { return false }, &cfg)
-	for _, p := range []string{cfg.manifestDir, cfg.podLogsDir, cfg.resolvConf} {
+	for _, p := range []string{cfg.dirSource.path, cfg.logs.dir, cfg.runtime.resolvConf} {
 		if p != "" && !filepath.IsAbs(p) {
 			t.Errorf("path %q from the file is not made absolute", p)
 		}

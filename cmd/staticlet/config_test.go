@@ -15,10 +15,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/nodeshutdown"
 	"github.com/staticlet/staticlet/internal/sandbox"
 )
 
@@ -95,12 +92,11 @@ func TestParseKubeadmConfig(t *testing.T) {
 	var cfg runConfig
 	cf.apply(func(string) bool { return false }, &cfg)
 	want := runConfig{
-		manifestDir:       "/etc/staticlet/manifests",
-		containerdAddress: "unix:///run/c.sock",
-		podLogsDir:        "/var/log/p",
-		healthzAddress:    "127.0.0.1:10248",
-		resolvConf:        "/run/systemd/resolve/resolv.conf",
-		cgroupDriver:      "systemd",
+		dirSource: dirSourceConfig{path: "/etc/staticlet/manifests"},
+		runtime: runtimeConfig{containerdAddress: "unix:///run/c.sock", resolvConf: "/run/systemd/resolve/resolv.conf",
+			cgroupDriver: "systemd"},
+		logs:   containerLogConfig{dir: "/var/log/p"},
+		status: statusConfig{healthzAddress: "127.0.0.1:10248"},
 	}
 	if diff := compareConfigs(cfg, want); diff != "" {
 		t.Errorf("config from kubeadm's file: %s", diff)
@@ -122,25 +118,25 @@ func compareConfigs(got, want runConfig) string {
 			fmt.Fprintf(&b, "%s = %v, want %v; ", name, g, w)
 		}
 	}
-	check("manifestDir", got.manifestDir, want.manifestDir)
-	check("manifestURL", got.manifestURL, want.manifestURL)
-	check("manifestURLHeaders", got.manifestURLHeaders, want.manifestURLHeaders)
-	check("fileCheckFrequency", got.fileCheckFrequency, want.fileCheckFrequency)
-	check("httpCheckFrequency", got.httpCheckFrequency, want.httpCheckFrequency)
-	check("containerdAddress", got.containerdAddress, want.containerdAddress)
-	check("podLogsDir", got.podLogsDir, want.podLogsDir)
-	check("logMaxSize", got.logMaxSize, want.logMaxSize)
-	check("logMaxFiles", got.logMaxFiles, want.logMaxFiles)
-	check("cgroupsPerQOS", got.cgroupsPerQOS, want.cgroupsPerQOS)
-	check("cgroupDriver", got.cgroupDriver, want.cgroupDriver)
-	check("podPidsLimit", got.podPidsLimit, want.podPidsLimit)
-	check("healthzAddress", got.healthzAddress, want.healthzAddress)
-	check("shutdownGracePeriod", got.shutdownGracePeriod, want.shutdownGracePeriod)
-	check("shutdownGracePeriodCriticalPods", got.shutdownGracePeriodCritical, want.shutdownGracePeriodCritical)
+	check("manifestDir", got.dirSource.path, want.dirSource.path)
+	check("manifestURL", got.urlSource.url, want.urlSource.url)
+	check("manifestURLHeaders", got.urlSource.headers, want.urlSource.headers)
+	check("fileCheckFrequency", got.dirSource.fileCheckFrequency, want.dirSource.fileCheckFrequency)
+	check("httpCheckFrequency", got.urlSource.httpCheckFrequency, want.urlSource.httpCheckFrequency)
+	check("containerdAddress", got.runtime.containerdAddress, want.runtime.containerdAddress)
+	check("podLogsDir", got.logs.dir, want.logs.dir)
+	check("logMaxSize", got.logs.maxSize, want.logs.maxSize)
+	check("logMaxFiles", got.logs.maxFiles, want.logs.maxFiles)
+	check("cgroupsPerQOS", got.runtime.cgroupsPerQOS, want.runtime.cgroupsPerQOS)
+	check("cgroupDriver", got.runtime.cgroupDriver, want.runtime.cgroupDriver)
+	check("podPidsLimit", got.runtime.podPidsLimit, want.runtime.podPidsLimit)
+	check("healthzAddress", got.status.healthzAddress, want.status.healthzAddress)
+	check("shutdownGracePeriod", got.shutdown.GracePeriod, want.shutdown.GracePeriod)
+	check("shutdownGracePeriodCriticalPods", got.shutdown.CriticalGracePeriod, want.shutdown.CriticalGracePeriod)
 	check("maxPods", got.maxPods, want.maxPods)
-	check("podCIDRs", got.podCIDRs, want.podCIDRs)
-	check("resolvConf", got.resolvConf, want.resolvConf)
-	check("unsafeSysctls", got.unsafeSysctls, want.unsafeSysctls)
+	check("podCIDRs", got.network.cidrs, want.network.cidrs)
+	check("resolvConf", got.runtime.resolvConf, want.runtime.resolvConf)
+	check("unsafeSysctls", got.runtime.unsafeSysctls, want.runtime.unsafeSysctls)
 	return b.String()
 }
 
@@ -156,23 +152,25 @@ var kubeletConfigFieldCases = []struct {
 }{
 	{"empty", "", runConfig{}},
 	{"paths absolute and relative", "staticPodPath: /etc/kubernetes/manifests\npodLogsDir: logs\nresolvConf: r.conf\n",
-		runConfig{manifestDir: "/etc/kubernetes/manifests", podLogsDir: "/cfg/logs", resolvConf: "/cfg/r.conf"}},
-	{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{resolvConf: os.DevNull}},
+		runConfig{dirSource: dirSourceConfig{path: "/etc/kubernetes/manifests"}, logs: containerLogConfig{dir: "/cfg/logs"},
+			runtime: runtimeConfig{resolvConf: "/cfg/r.conf"}}},
+	{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", runConfig{runtime: runtimeConfig{resolvConf: os.DevNull}}},
 	{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
-		runConfig{manifestURL: "https://example.test/pods", manifestURLHeaders: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
-			httpCheckFrequency: time.Minute}},
+		runConfig{urlSource: urlSourceConfig{url: "https://example.test/pods", headers: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
+			httpCheckFrequency: time.Minute}}},
 	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
-		runConfig{fileCheckFrequency: 5 * time.Second, logMaxSize: "5Mi", logMaxFiles: 3}},
+		runConfig{dirSource: dirSourceConfig{fileCheckFrequency: 5 * time.Second}, logs: containerLogConfig{maxSize: "5Mi", maxFiles: 3}}},
 	{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", runConfig{}},
-	{"healthz port only", "healthzPort: 10300\n", runConfig{healthzAddress: "127.0.0.1:10300"}},
-	{"healthz address only", "healthzBindAddress: ::1\n", runConfig{healthzAddress: "[::1]:10248"}},
+	{"healthz port only", "healthzPort: 10300\n", runConfig{status: statusConfig{healthzAddress: "127.0.0.1:10300"}}},
+	{"healthz address only", "healthzBindAddress: ::1\n", runConfig{status: statusConfig{healthzAddress: "[::1]:10248"}}},
 	{"healthz port 0 is off", "healthzBindAddress: 127.0.0.1\nhealthzPort: 0\n", runConfig{}},
-	{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{cgroupsPerQOS: true}},
+	{"cgroupsPerQOS", "cgroupsPerQOS: true\n", runConfig{runtime: runtimeConfig{cgroupsPerQOS: true}}},
 	{"the rest", "shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\nmaxPods: 50\npodCIDR: 10.1.0.0/24,fd00::/64\nallowedUnsafeSysctls: [net.core.somaxconn]\ncgroupDriver: cgroupfs\n",
-		runConfig{shutdownGracePeriod: 30 * time.Second, shutdownGracePeriodCritical: 10 * time.Second, maxPods: 50, podCIDRs: []string{"10.1.0.0/24", "fd00::/64"},
-			unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}},
-	{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{podPidsLimit: 4096}},
-	{"systemd driver", "cgroupDriver: systemd\n", runConfig{cgroupDriver: "systemd"}},
+		runConfig{shutdown: nodeshutdown.Config{GracePeriod: 30 * time.Second, CriticalGracePeriod: 10 * time.Second}, maxPods: 50,
+			network: podNetworkConfig{cidrs: []string{"10.1.0.0/24", "fd00::/64"}},
+			runtime: runtimeConfig{unsafeSysctls: []string{"net.core.somaxconn"}, cgroupDriver: "cgroupfs"}}},
+	{"podPidsLimit", "podPidsLimit: 4096\n", runConfig{runtime: runtimeConfig{podPidsLimit: 4096}}},
+	{"systemd driver", "cgroupDriver: systemd\n", runConfig{runtime: runtimeConfig{cgroupDriver: "systemd"}}},
 }
 
 // TestParseKubeletConfigFields covers each honoured field and the
@@ -248,15 +246,18 @@ maxPods: 12
 		args []string
 		want runConfig
 	}{
-		{"file over defaults", nil, runConfig{manifestDir: "/from/file", containerdAddress: "unix:///from/file.sock",
-			fileCheckFrequency: 7 * time.Second, logMaxFiles: 9, healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+		{"file over defaults", nil, runConfig{dirSource: dirSourceConfig{path: "/from/file", fileCheckFrequency: 7 * time.Second},
+			runtime: runtimeConfig{containerdAddress: "unix:///from/file.sock"}, logs: containerLogConfig{maxFiles: 9},
+			status: statusConfig{healthzAddress: "127.0.0.1:10300"}, maxPods: 12}},
 		{"flags over file", []string{"--manifest-dir=/flag", "--file-check-frequency=1s", "--container-log-max-files=2",
 			"--healthz-address=", "--max-pods=1"},
-			runConfig{manifestDir: "FLAG", containerdAddress: "unix:///from/file.sock", fileCheckFrequency: time.Hour,
-				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}},
+			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour},
+				runtime: runtimeConfig{containerdAddress: "unix:///from/file.sock"}, logs: containerLogConfig{maxFiles: -1},
+				status: statusConfig{healthzAddress: "FLAG"}, maxPods: -1}},
 		{"kubelet aliases over file", []string{"--pod-manifest-path=/flag", "--container-runtime-endpoint=/flag.sock"},
-			runConfig{manifestDir: "FLAG", containerdAddress: "FLAG", fileCheckFrequency: 7 * time.Second, logMaxFiles: 9,
-				healthzAddress: "127.0.0.1:10300", maxPods: 12}},
+			runConfig{dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: 7 * time.Second},
+				runtime: runtimeConfig{containerdAddress: "FLAG"}, logs: containerLogConfig{maxFiles: 9},
+				status: statusConfig{healthzAddress: "127.0.0.1:10300"}, maxPods: 12}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,8 +267,9 @@ maxPods: 12
 			}
 			// What the flags set stands in cfg as FLAG (or -1, an hour):
 			// the file must leave it there.
-			cfg := runConfig{configFile: file, manifestDir: "FLAG", containerdAddress: "FLAG", fileCheckFrequency: time.Hour,
-				logMaxFiles: -1, healthzAddress: "FLAG", maxPods: -1}
+			cfg := runConfig{configFile: file, dirSource: dirSourceConfig{path: "FLAG", fileCheckFrequency: time.Hour},
+				runtime: runtimeConfig{containerdAddress: "FLAG"}, logs: containerLogConfig{maxFiles: -1},
+				status: statusConfig{healthzAddress: "FLAG"}, maxPods: -1}
 			if err := loadKubeletConfig(flags, &cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -353,49 +355,6 @@ func TestZeroValue(t *testing.T) {
 		if got := zeroValue(tt.v); got != tt.want {
 			t.Errorf("zeroValue(%#v) = %v, want %v", tt.v, got, tt.want)
 		}
-	}
-}
-
-func TestAdmitPods(t *testing.T) {
-	mk := func(names ...string) []*pod.Pod {
-		var out []*pod.Pod
-		for _, n := range names {
-			out = append(out, &pod.Pod{Pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: n}}})
-		}
-		return out
-	}
-	names := func(ps []*pod.Pod) string {
-		var s []string
-		for _, p := range ps {
-			s = append(s, p.Name)
-		}
-		return strings.Join(s, ",")
-	}
-	tests := []struct {
-		name                   string
-		prev                   []string
-		desired                []string
-		max                    int
-		wantAdmit, wantRefused string
-	}{
-		{"no limit", nil, []string{"c", "b", "a"}, 0, "c,b,a", ""},
-		{"under the limit", nil, []string{"b", "a"}, 2, "b,a", ""},
-		{"key order", nil, []string{"c", "b", "a"}, 2, "a,b", "c"},
-		{"admitted before keep their place", []string{"c"}, []string{"c", "b", "a"}, 2, "c,a", "b"},
-		{"a gone pod frees a place", []string{"a", "b"}, []string{"c", "b"}, 2, "c,b", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			prev := map[pod.Key]bool{}
-			for _, n := range tt.prev {
-				prev[pod.Key{Namespace: "default", Name: n}] = true
-			}
-			admitted, refused := admitPods(prev, mk(tt.desired...), tt.max)
-			if names(admitted) != tt.wantAdmit || names(refused) != tt.wantRefused {
-				t.Errorf("admitPods(%v, %v, %d) = %s / %s, want %s / %s", tt.prev, tt.desired, tt.max,
-					names(admitted), names(refused), tt.wantAdmit, tt.wantRefused)
-			}
-		})
 	}
 }
 
@@ -500,23 +459,23 @@ func TestPackagedConfig(t *testing.T) {
 	var cfg runConfig
 	cf.apply(func(string) bool { return false }, &cfg)
 	got := map[string]string{
-		"manifest-dir":            cfg.manifestDir,
-		"file-check-frequency":    cfg.fileCheckFrequency.String(),
-		"http-check-frequency":    cfg.httpCheckFrequency.String(),
-		"containerd-address":      strings.TrimPrefix(cfg.containerdAddress, "unix://"),
-		"pod-logs-dir":            cfg.podLogsDir,
-		"container-log-max-size":  cfg.logMaxSize,
-		"container-log-max-files": strconv.Itoa(cfg.logMaxFiles),
-		"healthz-address":         cfg.healthzAddress,
-		"pod-cidr":                "[" + strings.Join(cfg.podCIDRs, ",") + "]",
-		"resolv-conf":             cfg.resolvConf,
+		"manifest-dir":            cfg.dirSource.path,
+		"file-check-frequency":    cfg.dirSource.fileCheckFrequency.String(),
+		"http-check-frequency":    cfg.urlSource.httpCheckFrequency.String(),
+		"containerd-address":      strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
+		"pod-logs-dir":            cfg.logs.dir,
+		"container-log-max-size":  cfg.logs.maxSize,
+		"container-log-max-files": strconv.Itoa(cfg.logs.maxFiles),
+		"healthz-address":         cfg.status.healthzAddress,
+		"pod-cidr":                "[" + strings.Join(cfg.network.cidrs, ",") + "]",
+		"resolv-conf":             cfg.runtime.resolvConf,
 		"max-pods":                strconv.Itoa(cfg.maxPods),
-		"shutdown-grace-period":   cfg.shutdownGracePeriod.String(),
-		"cgroups-per-qos":         strconv.FormatBool(cfg.cgroupsPerQOS),
-		"cgroup-driver":           cfg.cgroupDriver,
-		"pod-max-pids":            strconv.FormatInt(cfg.podPidsLimit, 10),
+		"shutdown-grace-period":   cfg.shutdown.GracePeriod.String(),
+		"cgroups-per-qos":         strconv.FormatBool(cfg.runtime.cgroupsPerQOS),
+		"cgroup-driver":           cfg.runtime.cgroupDriver,
+		"pod-max-pids":            strconv.FormatInt(cfg.runtime.podPidsLimit, 10),
 	}
-	got["shutdown-grace-period-critical-pods"] = cfg.shutdownGracePeriodCritical.String()
+	got["shutdown-grace-period-critical-pods"] = cfg.shutdown.CriticalGracePeriod.String()
 	flags := runCommand().Flags()
 	for name, value := range got {
 		if want := flags.Lookup(name).DefValue; value != want {
@@ -536,14 +495,14 @@ func TestCgroupsPerQOSFalse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := runConfig{cgroupsPerQOS: true}
+	cfg := runConfig{runtime: runtimeConfig{cgroupsPerQOS: true}}
 	cf.apply(func(string) bool { return false }, &cfg)
-	if cfg.cgroupsPerQOS {
+	if cfg.runtime.cgroupsPerQOS {
 		t.Errorf("cgroupsPerQOS: false in the file left --cgroups-per-qos true")
 	}
-	cfg = runConfig{cgroupsPerQOS: true}
+	cfg = runConfig{runtime: runtimeConfig{cgroupsPerQOS: true}}
 	cf.apply(func(flag string) bool { return flag == "cgroups-per-qos" }, &cfg)
-	if !cfg.cgroupsPerQOS {
+	if !cfg.runtime.cgroupsPerQOS {
 		t.Errorf("cgroupsPerQOS: false in the file won over --cgroups-per-qos given on the command line")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
@@ -29,46 +30,85 @@ import (
 	"github.com/staticlet/staticlet/internal/watch"
 )
 
-// runConfig is the daemon's configuration, from flags.
+// runConfig is the daemon's configuration, from flags and --config: the
+// settings of the daemon as a whole, then one group per component.
 type runConfig struct {
-	manifestDir        string
+	configFile  string
+	configNotes *configFile // what --config has to say, logged once there is a logger
+	logLevel    string
+	nodeName    string
+	rootDir     string
+	maxPods     int
+
+	dirSource dirSourceConfig
+	urlSource urlSourceConfig
+	runtime   runtimeConfig
+	images    imageConfig
+	logs      containerLogConfig
+	network   podNetworkConfig
+	status    statusConfig
+	// shutdown holds the grace periods; runDaemon adds the rest.
+	shutdown nodeshutdown.Config
+}
+
+// dirSourceConfig configures the manifest directory source. Its period
+// is also the reconciler's and the image directory's resync.
+type dirSourceConfig struct {
+	path               string // a directory or one file
 	fileCheckFrequency time.Duration
-	containerdAddress  string
-	containerdNS       string
-	rootDir            string
-	statusSocket       string
-	statusGroup        string
-	podLogsDir         string
-	logMaxSize         string
-	logMaxFiles        int
-	nodeName           string
-	resolvConf         string
-	unsafeSysctls      []string
-	logLevel           string
-	podBridge          string
-	podCIDRs           []string
-	masquerade         bool
-	nftTable           string
-	// The URL source's, which --config's staticPodURL, staticPodURLHeader
-	// and httpCheckFrequency also set.
-	manifestURL         string
-	manifestURLHeaders  []string // "Name:Value"
-	manifestURLCA       string
-	httpCheckFrequency  time.Duration
-	configFile          string
-	configNotes         *configFile // what --config has to say, logged once there is a logger
-	healthzAddress      string
-	shutdownGracePeriod time.Duration
-	maxPods             int
-	imageCredentials    string
-	registryConfigDir   string
-	imageImportDir      string // default <root-dir>/images
-	// shutdownGracePeriodCritical is the critical pods' part of
-	// shutdownGracePeriod.
-	shutdownGracePeriodCritical time.Duration
-	cgroupsPerQOS               bool
-	cgroupDriver                string // cgroupfs or systemd
-	podPidsLimit                int64  // -1: none
+}
+
+// urlSourceConfig configures the manifest URL source, which --config's
+// staticPodURL, staticPodURLHeader and httpCheckFrequency also set.
+type urlSourceConfig struct {
+	url                string   // none if empty
+	headers            []string // "Name:Value"
+	caFile             string
+	httpCheckFrequency time.Duration
+}
+
+// runtimeConfig configures the containerd runtime (sandbox.Config) beyond
+// images, logs and the network.
+type runtimeConfig struct {
+	containerdAddress string // unix:// optional
+	containerdNS      string
+	resolvConf        string
+	unsafeSysctls     []string
+	cgroupsPerQOS     bool
+	cgroupDriver      string // cgroupfs or systemd
+	podPidsLimit      int64  // -1: none
+}
+
+// imageConfig configures where images come from: registries, and the
+// archives imported from a directory.
+type imageConfig struct {
+	credentials       string
+	registryConfigDir string
+	importDir         string // default <root-dir>/images
+}
+
+// containerLogConfig configures containers' logs: where they are written
+// (and read back from by the status socket), and their rotation.
+type containerLogConfig struct {
+	dir      string
+	maxSize  string // a quantity
+	maxFiles int
+}
+
+// podNetworkConfig is the pod network as given, before networkConfig
+// checks it.
+type podNetworkConfig struct {
+	bridge     string
+	cidrs      []string
+	masquerade bool
+	nftTable   string
+}
+
+// statusConfig configures the status socket and the TCP healthz endpoint.
+type statusConfig struct {
+	socket         string
+	group          string // may read the socket; root only if empty
+	healthzAddress string // off if empty
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -103,40 +143,40 @@ the pods running; starting it again adopts them without restarting them.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.manifestDir, "manifest-dir", "/etc/kubernetes/manifests", "directory of Pod manifests, or one manifest file")
-	f.DurationVar(&cfg.fileCheckFrequency, "file-check-frequency", 20*time.Second, "how often the manifest directory is re-read in full")
-	f.StringVar(&cfg.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket (unix:// optional)")
-	f.StringVar(&cfg.containerdNS, "containerd-namespace", "staticlet", "containerd namespace for staticlet's containers")
+	f.StringVar(&cfg.dirSource.path, "manifest-dir", "/etc/kubernetes/manifests", "directory of Pod manifests, or one manifest file")
+	f.DurationVar(&cfg.dirSource.fileCheckFrequency, "file-check-frequency", 20*time.Second, "how often the manifest directory is re-read in full")
+	f.StringVar(&cfg.runtime.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket (unix:// optional)")
+	f.StringVar(&cfg.runtime.containerdNS, "containerd-namespace", "staticlet", "containerd namespace for staticlet's containers")
 	f.StringVar(&cfg.rootDir, "root-dir", "/var/lib/staticlet", "directory for pod state")
-	f.StringVar(&cfg.statusSocket, "status-socket", defaultStatusSocket, "unix socket serving the status API")
-	f.StringVar(&cfg.statusGroup, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
-	f.StringVar(&cfg.podLogsDir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
-	f.StringVar(&cfg.logMaxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
-	f.IntVar(&cfg.logMaxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2)")
+	f.StringVar(&cfg.status.socket, "status-socket", defaultStatusSocket, "unix socket serving the status API")
+	f.StringVar(&cfg.status.group, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
+	f.StringVar(&cfg.logs.dir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
+	f.StringVar(&cfg.logs.maxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
+	f.IntVar(&cfg.logs.maxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2)")
 	f.StringVar(&cfg.nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
-	f.StringVar(&cfg.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
-	f.StringSliceVar(&cfg.unsafeSysctls, "allowed-unsafe-sysctls", nil, "sysctls outside the safe set that pods may set (patterns like 'kernel.msg*' allowed)")
+	f.StringVar(&cfg.runtime.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
+	f.StringSliceVar(&cfg.runtime.unsafeSysctls, "allowed-unsafe-sysctls", nil, "sysctls outside the safe set that pods may set (patterns like 'kernel.msg*' allowed)")
 	f.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&cfg.podBridge, "pod-bridge", "staticlet0", "host bridge that pods off the host network are connected to")
-	f.StringSliceVar(&cfg.podCIDRs, "pod-cidr", []string{defaultPodCIDR}, "pod address range; repeat or comma-separate an IPv4 and an IPv6 range for dual stack")
-	f.BoolVar(&cfg.masquerade, "masquerade", true, "masquerade pods' traffic to outside the pod ranges behind the host's address (enables IP forwarding)")
-	f.StringVar(&cfg.nftTable, "nftables-table", "staticlet", "nftables table (family inet) for the masquerade and hostPort rules")
-	f.StringVar(&cfg.manifestURL, "manifest-url", "", "URL polled for Pod manifests, besides --manifest-dir")
-	f.StringArrayVar(&cfg.manifestURLHeaders, "manifest-url-header", nil, "header 'Name:Value' sent with every --manifest-url request (repeatable; values are never logged)")
-	f.DurationVar(&cfg.httpCheckFrequency, "http-check-frequency", 20*time.Second, "how often --manifest-url is polled (less up to a fifth, at random)")
-	f.StringVar(&cfg.manifestURLCA, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
+	f.StringVar(&cfg.network.bridge, "pod-bridge", "staticlet0", "host bridge that pods off the host network are connected to")
+	f.StringSliceVar(&cfg.network.cidrs, "pod-cidr", []string{defaultPodCIDR}, "pod address range; repeat or comma-separate an IPv4 and an IPv6 range for dual stack")
+	f.BoolVar(&cfg.network.masquerade, "masquerade", true, "masquerade pods' traffic to outside the pod ranges behind the host's address (enables IP forwarding)")
+	f.StringVar(&cfg.network.nftTable, "nftables-table", "staticlet", "nftables table (family inet) for the masquerade and hostPort rules")
+	f.StringVar(&cfg.urlSource.url, "manifest-url", "", "URL polled for Pod manifests, besides --manifest-dir")
+	f.StringArrayVar(&cfg.urlSource.headers, "manifest-url-header", nil, "header 'Name:Value' sent with every --manifest-url request (repeatable; values are never logged)")
+	f.DurationVar(&cfg.urlSource.httpCheckFrequency, "http-check-frequency", 20*time.Second, "how often --manifest-url is polled (less up to a fifth, at random)")
+	f.StringVar(&cfg.urlSource.caFile, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
 	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
-	f.StringVar(&cfg.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
-	f.StringVar(&cfg.imageCredentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
-	f.StringVar(&cfg.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
-	f.StringVar(&cfg.imageImportDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
-	f.DurationVar(&cfg.shutdownGracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
-	f.DurationVar(&cfg.shutdownGracePeriodCritical, "shutdown-grace-period-critical-pods", 0,
+	f.StringVar(&cfg.status.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
+	f.StringVar(&cfg.images.credentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
+	f.StringVar(&cfg.images.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
+	f.StringVar(&cfg.images.importDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
+	f.DurationVar(&cfg.shutdown.GracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
+	f.DurationVar(&cfg.shutdown.CriticalGracePeriod, "shutdown-grace-period-critical-pods", 0,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
-	f.StringVar(&cfg.cgroupDriver, "cgroup-driver", "cgroupfs", "how pod and container cgroups are made: cgroupfs (staticlet and runc write them) or systemd "+
+	f.StringVar(&cfg.runtime.cgroupDriver, "cgroup-driver", "cgroupfs", "how pod and container cgroups are made: cgroupfs (staticlet and runc write them) or systemd "+
 		"(slices under <containerd namespace>.slice and container scopes, through systemd, as the kubelet's systemd driver; needs systemd as the init system)")
-	f.Int64Var(&cfg.podPidsLimit, "pod-max-pids", -1, "most processes each pod may have (its cgroup's pids.max); -1: no limit")
-	f.BoolVar(&cfg.cgroupsPerQOS, "cgroups-per-qos", true, "make a cgroup per QoS class and per pod, as the kubelet does; false puts containers' cgroups directly under /<containerd namespace>")
+	f.Int64Var(&cfg.runtime.podPidsLimit, "pod-max-pids", -1, "most processes each pod may have (its cgroup's pids.max); -1: no limit")
+	f.BoolVar(&cfg.runtime.cgroupsPerQOS, "cgroups-per-qos", true, "make a cgroup per QoS class and per pod, as the kubelet does; false puts containers' cgroups directly under /<containerd namespace>")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")
@@ -164,22 +204,22 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		}
 	}
 	cfg.nodeName = strings.ToLower(cfg.nodeName)
-	if err := checkShutdownGrace(cfg.shutdownGracePeriod, cfg.shutdownGracePeriodCritical); err != nil {
+	if err := checkShutdownGrace(cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod); err != nil {
 		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
-			cfg.shutdownGracePeriod, cfg.shutdownGracePeriodCritical, err)
+			cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod, err)
 	}
-	if cfg.cgroupDriver != "cgroupfs" && cfg.cgroupDriver != "systemd" {
-		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.cgroupDriver)
+	if cfg.runtime.cgroupDriver != "cgroupfs" && cfg.runtime.cgroupDriver != "systemd" {
+		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.runtime.cgroupDriver)
 	}
-	nodeIP := hostIP(cfg.podBridge)
-	network, err := networkConfig(cfg)
+	nodeIP := hostIP(cfg.network.bridge)
+	network, err := networkConfig(cfg.network)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	logDriverArgs, err := logDriver(cfg.logMaxSize, cfg.logMaxFiles)
+	logDriverArgs, err := logDriver(cfg.logs.maxSize, cfg.logs.maxFiles)
 	if err != nil {
 		return err
 	}
@@ -187,21 +227,21 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	// resolves no image before the errgroup below starts.
 	var imports *images.Dir
 	rt, err := sandbox.New(ctx, sandbox.Config{
-		Address:              strings.TrimPrefix(cfg.containerdAddress, "unix://"),
-		Namespace:            cfg.containerdNS,
+		Address:              strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
+		Namespace:            cfg.runtime.containerdNS,
 		RootDir:              cfg.rootDir,
-		PodLogsDir:           cfg.podLogsDir,
+		PodLogsDir:           cfg.logs.dir,
 		LogDriverArgs:        logDriverArgs,
 		HostIP:               nodeIP,
-		ResolvConf:           cfg.resolvConf,
-		AllowedUnsafeSysctls: cfg.unsafeSysctls,
-		CredentialsFile:      cfg.imageCredentials,
-		RegistryConfigDir:    cfg.registryConfigDir,
+		ResolvConf:           cfg.runtime.resolvConf,
+		AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
+		CredentialsFile:      cfg.images.credentials,
+		RegistryConfigDir:    cfg.images.registryConfigDir,
 		Network:              network,
 		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
-		NoPodCgroups:         !cfg.cgroupsPerQOS,
-		SystemdCgroups:       cfg.cgroupDriver == "systemd",
-		PodPidsLimit:         cfg.podPidsLimit,
+		NoPodCgroups:         !cfg.runtime.cgroupsPerQOS,
+		SystemdCgroups:       cfg.runtime.cgroupDriver == "systemd",
+		PodPidsLimit:         cfg.runtime.podPidsLimit,
 		Logger:               logger,
 	})
 	if err != nil {
@@ -214,14 +254,14 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		logger.Warn("sweeping what an earlier staticlet left", "err", err)
 	}
 
-	if cfg.imageImportDir == "" {
-		cfg.imageImportDir = filepath.Join(cfg.rootDir, "images")
+	if cfg.images.importDir == "" {
+		cfg.images.importDir = filepath.Join(cfg.rootDir, "images")
 	}
 	imports = images.New(images.Config{
-		Path:      cfg.imageImportDir,
+		Path:      cfg.images.importDir,
 		StateFile: filepath.Join(cfg.rootDir, importStateFile),
 		Importer:  importRuntime{rt},
-		Resync:    cfg.fileCheckFrequency,
+		Resync:    cfg.dirSource.fileCheckFrequency,
 		Logger:    logger,
 	})
 	arrived := make(chan []string)
@@ -233,7 +273,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Runtime:  rt,
 		Reporter: rep,
 		Prober:   prober,
-		Resync:   cfg.fileCheckFrequency,
+		Resync:   cfg.dirSource.fileCheckFrequency,
 		HostIP:   nodeIP,
 		Logger:   logger,
 
@@ -244,8 +284,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	server := status.NewServer(status.ServerConfig{
-		Socket: cfg.statusSocket,
-		Group:  cfg.statusGroup,
+		Socket: cfg.status.socket,
+		Group:  cfg.status.group,
 		Store:  store,
 		Health: func(ctx context.Context) error {
 			if !rec.Alive() {
@@ -253,24 +293,22 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 			}
 			return rt.Ping(ctx)
 		},
-		Logs:   logOpener(store, cfg.podLogsDir),
+		Logs:   logOpener(store, cfg.logs.dir),
 		Images: imageLister(rt),
 		Logger: logger,
 	})
-	healthzLn, err := listenHealthz(cfg.healthzAddress)
+	healthzLn, err := listenHealthz(cfg.status.healthzAddress)
 	if err != nil {
 		return err
 	}
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
-	shutdown := nodeshutdown.New(nodeshutdown.Config{
-		GracePeriod:         cfg.shutdownGracePeriod,
-		CriticalGracePeriod: cfg.shutdownGracePeriodCritical,
-		Node:                nodeShutdown{rec: rec, store: store},
-		Logger:              logger,
-	})
+	shutdownConfig := cfg.shutdown
+	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
+	shutdownConfig.Logger = logger
+	shutdown := nodeshutdown.New(shutdownConfig)
 
 	snapshots := make(chan watch.Snapshot)
-	desired := make(chan []*pod.Pod)
+	desiredSets := make(chan []*pod.Pod)
 	exits := make(chan pod.TaskExit, 64)
 
 	g, ctx := errgroup.WithContext(ctx)
@@ -279,16 +317,18 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		names[i] = src.Name()
 		g.Go(func() error { return src.Run(ctx, snapshots) })
 	}
-	g.Go(func() error { return merge(ctx, snapshots, names, desired, store, logger) })
+	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Logger: logger})
+	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
 	importUpdates := make(chan images.Update)
 	g.Go(func() error { return imports.Run(ctx, importUpdates) })
 	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })
-	admitted := desired
+	admitted := desiredSets
 	if cfg.maxPods > 0 {
 		admitted = make(chan []*pod.Pod)
-		g.Go(func() error { return capPods(ctx, desired, admitted, cfg.maxPods, rep) })
+		admission := desired.NewAdmission(desired.AdmissionConfig{Max: cfg.maxPods, Events: rep})
+		g.Go(func() error { return admission.Run(ctx, desiredSets, admitted) })
 	}
 	g.Go(func() error { return rec.Run(ctx, admitted, exits, prober.Verdicts()) })
 	if healthzLn != nil {
@@ -297,8 +337,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return notifier.Run(ctx) })
 	g.Go(func() error { return shutdown.Run(ctx) })
-	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.manifestDir, "node", cfg.nodeName,
-		"containerd", cfg.containerdAddress, "cgroups", rt.CgroupMode(), "cgroup-driver", cfg.cgroupDriver)
+	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.dirSource.path, "node", cfg.nodeName,
+		"containerd", cfg.runtime.containerdAddress, "cgroups", rt.CgroupMode(), "cgroup-driver", cfg.runtime.cgroupDriver)
 	err = g.Wait()
 	logger.Info("staticlet stopped; pods keep running")
 	return err
@@ -371,12 +411,12 @@ func hostIP(podBridge string) string {
 }
 
 // networkConfig is the pod network's configuration from the flags.
-func networkConfig(cfg runConfig) (*sandbox.NetworkConfig, error) {
-	n := &sandbox.NetworkConfig{Bridge: cfg.podBridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
+func networkConfig(cfg podNetworkConfig) (*sandbox.NetworkConfig, error) {
+	n := &sandbox.NetworkConfig{Bridge: cfg.bridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
 	if len(n.Bridge) == 0 || len(n.Bridge) > 15 {
 		return nil, fmt.Errorf("--pod-bridge %q: a link name is 1 to 15 bytes", n.Bridge)
 	}
-	for _, c := range cfg.podCIDRs {
+	for _, c := range cfg.cidrs {
 		p, err := netip.ParsePrefix(strings.TrimSpace(c))
 		if err != nil {
 			return nil, fmt.Errorf("--pod-cidr: %w", err)

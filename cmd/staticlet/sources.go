@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/textproto"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/watch"
@@ -28,8 +27,8 @@ type manifestSource interface {
 // directory, always, and the manifest URL when one is given.
 func manifestSources(cfg runConfig, logger *slog.Logger) ([]manifestSource, error) {
 	dir := watch.NewDir(watch.DirConfig{
-		Path:   cfg.manifestDir,
-		Resync: cfg.fileCheckFrequency,
+		Path:   cfg.dirSource.path,
+		Resync: cfg.dirSource.fileCheckFrequency,
 		// A new or rewritten file is applied 10 ms after its last event; a
 		// burst that removes or renames a file waits 50 ms, time enough for
 		// an editor's rename-then-write to finish.
@@ -41,20 +40,20 @@ func manifestSources(cfg runConfig, logger *slog.Logger) ([]manifestSource, erro
 		Logger: logger,
 	})
 	sources := []manifestSource{dir}
-	if cfg.manifestURL == "" {
+	if cfg.urlSource.url == "" {
 		return sources, nil
 	}
-	header, err := parseURLHeaders(cfg.manifestURLHeaders)
+	header, err := parseURLHeaders(cfg.urlSource.headers)
 	if err != nil {
 		return nil, err
 	}
 	u, err := watch.NewURL(watch.URLConfig{
-		URL:    cfg.manifestURL,
+		URL:    cfg.urlSource.url,
 		Header: header,
-		Period: cfg.httpCheckFrequency,
-		CAFile: cfg.manifestURLCA,
+		Period: cfg.urlSource.httpCheckFrequency,
+		CAFile: cfg.urlSource.caFile,
 		// The last good body, so a restart while the URL is down keeps its pods.
-		CacheFile: filepath.Join(cfg.rootDir, "sources", fmt.Sprintf("url-%x.yaml", sha256.Sum256([]byte(cfg.manifestURL)))),
+		CacheFile: filepath.Join(cfg.rootDir, "sources", fmt.Sprintf("url-%x.yaml", sha256.Sum256([]byte(cfg.urlSource.url)))),
 		Decode: func(path string, data []byte) ([]*pod.Pod, error) {
 			return pod.Decode(path, data, pod.Options{
 				NodeName: cfg.nodeName, SourceKind: pod.SourceHTTP, Seen: time.Now(), AllowEmptyList: true,
@@ -86,92 +85,16 @@ func parseURLHeaders(values []string) (http.Header, error) {
 	return h, nil
 }
 
-// merge combines the latest snapshot of every source into desired sets for
-// the reconciler and manifest results for the status API. It sends the
-// first desired set only once every source in sources has reported, so
-// that no pod is stopped because its source has not been read yet; after
-// that, a desired set not yet taken is replaced by a newer one.
-func merge(ctx context.Context, in <-chan watch.Snapshot, sources []string, out chan<- []*pod.Pod, store *status.Store, logger *slog.Logger) error {
-	latest := make(map[string]watch.Snapshot, len(sources))
-	// The sources log their own file errors; duplicates appear only here.
-	logged := map[string]bool{}
-	var pending []*pod.Pod
-	havePending := false
-	for {
-		var send chan<- []*pod.Pod
-		if havePending {
-			send = out
-		}
-		var snap watch.Snapshot
-		select {
-		case <-ctx.Done():
-			return nil
-		case send <- pending:
-			pending, havePending = nil, false
-			continue
-		case snap = <-in:
-		}
-		latest[snap.Source] = snap
-		snaps := make([]watch.Snapshot, 0, len(latest))
-		for _, s := range latest {
-			snaps = append(snaps, s)
-		}
-		slices.SortFunc(snaps, func(a, b watch.Snapshot) int { return strings.Compare(a.Source, b.Source) })
-		pods, files := watch.Merge(snaps)
-		logged = logDuplicates(files, logged, logger)
-		store.SetManifests(manifestResults(snaps, files))
-		logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
-		if len(latest) < len(sources) {
-			continue // a source has not reported yet
-		}
-		pending, havePending = pods, true
-	}
-}
+// manifestStore is the status store as the merger hands it manifest
+// results.
+type manifestStore struct{ store *status.Store }
 
-// logDuplicates logs each definition Merge ignored, once while it lasts, and
-// returns the set to pass next time.
-func logDuplicates(files []watch.FileResult, logged map[string]bool, logger *slog.Logger) map[string]bool {
-	dups := map[string]bool{}
-	for _, f := range files {
-		var de *watch.DuplicateError
-		if errors.As(f.Err, &de) {
-			msg := f.Path + ": " + f.Err.Error()
-			dups[msg] = true
-			if !logged[msg] {
-				logger.Warn("manifest ignored", "path", f.Path, "err", f.Err)
-			}
-		}
+func (m manifestStore) SetManifests(ms []desired.Manifest) {
+	out := make([]status.Manifest, len(ms))
+	for i, r := range ms {
+		// The same fields: a conversion that stops compiling when either
+		// type changes.
+		out[i] = status.Manifest(r)
 	}
-	return dups
-}
-
-// manifestResults turns merged results into the status API's, source by
-// source (sorted by name): the source's own error first, then its files.
-func manifestResults(snaps []watch.Snapshot, files []watch.FileResult) []status.Manifest {
-	sourceOf := map[string]string{} // path -> source
-	for _, s := range snaps {
-		for _, f := range s.Files {
-			sourceOf[f.Path] = s.Source
-		}
-	}
-	ms := make([]status.Manifest, 0, len(files)+len(snaps))
-	for _, s := range snaps {
-		if s.Err != nil {
-			ms = append(ms, status.Manifest{Source: s.Source, Error: s.Err.Error()})
-		}
-		for _, f := range files {
-			if sourceOf[f.Path] != s.Source {
-				continue
-			}
-			m := status.Manifest{Source: s.Source, Path: f.Path, LastSuccess: f.LastSuccess}
-			for _, p := range f.Pods {
-				m.Pods = append(m.Pods, p.Key().String())
-			}
-			if f.Err != nil {
-				m.Error = f.Err.Error()
-			}
-			ms = append(ms, m)
-		}
-	}
-	return ms
+	m.store.SetManifests(out)
 }

@@ -1,0 +1,181 @@
+package desired
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/watch"
+)
+
+// Manifest is the result of reading one manifest file (or URL), or a
+// source's own error, as "staticlet get manifests" shows it.
+type Manifest struct {
+	// Source is the name of the source that read the file.
+	Source string
+	// Path is the file's path or the URL; empty for the source's own error.
+	Path string
+	// Pods are the keys ("namespace/name") of the pods in force from the file.
+	Pods []string
+	// Error says why the file (or the source) is rejected; empty if it is not.
+	Error string
+	// LastSuccess is, for a URL whose last poll failed, when it last served
+	// good manifests; zero otherwise.
+	LastSuccess time.Time
+}
+
+// ManifestSink is where the manifest results go (the status store).
+type ManifestSink interface {
+	// SetManifests replaces every result with ms, which the Merger does
+	// not touch after the call.
+	SetManifests(ms []Manifest)
+}
+
+// MergerConfig configures a Merger.
+type MergerConfig struct {
+	// Sources are the names of every source (watch.Snapshot.Source); no
+	// desired set is sent before each of them has reported once.
+	Sources []string
+	// Manifests receives the results of every file after each snapshot;
+	// required.
+	Manifests ManifestSink
+	// Logger receives the duplicate definitions Merge ignores; nil
+	// discards them. The sources log their own file errors.
+	Logger *slog.Logger
+}
+
+// Merger combines the sources' snapshots into desired sets.
+type Merger struct {
+	cfg MergerConfig
+}
+
+// NewMerger returns a Merger; it starts nothing.
+func NewMerger(cfg MergerConfig) *Merger {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Merger{cfg: cfg}
+}
+
+// Run reads snapshots from in until ctx is done and sends desired sets,
+// sorted by key, to out. The first set goes out only once every source
+// has reported, so that a pod is never stopped because its source has not
+// been read yet; after that, a set not yet taken from out is replaced by
+// a newer one, so the reader always gets the latest. The manifest results
+// are passed on after every snapshot, the first ones included.
+func (m *Merger) Run(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod) error {
+	state := newMergeState(m.cfg.Sources, m.cfg.Logger)
+	var pending []*pod.Pod
+	havePending := false
+	for {
+		var send chan<- []*pod.Pod // nil, so never ready, until a set is pending
+		if havePending {
+			send = out
+		}
+		var snap watch.Snapshot
+		select {
+		case <-ctx.Done():
+			return nil
+		case send <- pending:
+			pending, havePending = nil, false
+			continue
+		case snap = <-in:
+		}
+		pods, manifests, complete := state.add(snap)
+		m.cfg.Manifests.SetManifests(manifests)
+		m.cfg.Logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
+		if complete {
+			pending, havePending = pods, true
+		}
+	}
+}
+
+// mergeState is what a Merger remembers between snapshots.
+type mergeState struct {
+	sources []string
+	latest  map[string]watch.Snapshot // by source name
+	logged  map[string]bool           // duplicates logged, as logDuplicates keeps them
+	logger  *slog.Logger
+}
+
+func newMergeState(sources []string, logger *slog.Logger) *mergeState {
+	return &mergeState{
+		sources: sources,
+		latest:  make(map[string]watch.Snapshot, len(sources)),
+		logged:  map[string]bool{},
+		logger:  logger,
+	}
+}
+
+// add records snap as its source's latest and returns the merged pods, the
+// manifest results, and whether every source has now reported once. It
+// logs the duplicates that were not there the previous time.
+func (s *mergeState) add(snap watch.Snapshot) (pods []*pod.Pod, manifests []Manifest, complete bool) {
+	s.latest[snap.Source] = snap
+	snaps := make([]watch.Snapshot, 0, len(s.latest))
+	for _, l := range s.latest {
+		snaps = append(snaps, l)
+	}
+	slices.SortFunc(snaps, func(a, b watch.Snapshot) int { return cmp.Compare(a.Source, b.Source) })
+	pods, files := watch.Merge(snaps)
+	s.logged = logDuplicates(files, s.logged, s.logger)
+	complete = true
+	for _, name := range s.sources {
+		if _, ok := s.latest[name]; !ok {
+			complete = false
+		}
+	}
+	return pods, manifestResults(snaps, files), complete
+}
+
+// logDuplicates logs each definition Merge ignored, once while it lasts, and
+// returns the set to pass next time.
+func logDuplicates(files []watch.FileResult, logged map[string]bool, logger *slog.Logger) map[string]bool {
+	dups := map[string]bool{}
+	for _, f := range files {
+		var de *watch.DuplicateError
+		if errors.As(f.Err, &de) {
+			msg := f.Path + ": " + f.Err.Error()
+			dups[msg] = true
+			if !logged[msg] {
+				logger.Warn("manifest ignored", "path", f.Path, "err", f.Err)
+			}
+		}
+	}
+	return dups
+}
+
+// manifestResults turns merged results into Manifests, source by source
+// in the order of snaps: the source's own error first, then its files.
+func manifestResults(snaps []watch.Snapshot, files []watch.FileResult) []Manifest {
+	sourceOf := map[string]string{} // path -> source
+	for _, s := range snaps {
+		for _, f := range s.Files {
+			sourceOf[f.Path] = s.Source
+		}
+	}
+	ms := make([]Manifest, 0, len(files)+len(snaps))
+	for _, s := range snaps {
+		if s.Err != nil {
+			ms = append(ms, Manifest{Source: s.Source, Error: s.Err.Error()})
+		}
+		for _, f := range files {
+			if sourceOf[f.Path] != s.Source {
+				continue
+			}
+			m := Manifest{Source: s.Source, Path: f.Path, LastSuccess: f.LastSuccess}
+			for _, p := range f.Pods {
+				m.Pods = append(m.Pods, p.Key().String())
+			}
+			if f.Err != nil {
+				m.Error = f.Err.Error()
+			}
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
