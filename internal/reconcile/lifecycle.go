@@ -40,4 +40,3 @@ func (w *worker) runHook(ctx context.Context, id string, req pod.ContainerReques
 	}
 	return "", nil
 }
-
