@@ -140,6 +140,9 @@ func (w *worker) drive(ctx context.Context, acts []action) finish {
 	for {
 		var io action
 		for _, a := range acts {
+			if io != nil {
+				panic(fmt.Sprintf("reconcile: %T after the I/O action %T", a, io))
+			}
 			switch a := a.(type) {
 			case emit:
 				w.rep.Event(a.e)
@@ -177,7 +180,9 @@ func (w *worker) drive(ctx context.Context, acts []action) finish {
 // perform carries out an action that does I/O and returns its outcome.
 func (w *worker) perform(ctx context.Context, a action) outcome {
 	start := time.Now()
-	defer func() { w.log.Debug("performed", "action", fmt.Sprintf("%T", a), "took", time.Since(start)) }()
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		defer func() { w.log.Debug("performed", "action", fmt.Sprintf("%T", a), "took", time.Since(start)) }()
+	}
 	switch a := a.(type) {
 	case listPod:
 		recs, err := w.rt.PodContainers(ctx, w.key)
