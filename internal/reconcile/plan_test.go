@@ -170,3 +170,249 @@ func TestPlanRestart(t *testing.T) {
 		},
 	}})
 }
+
+// TestPlanChange covers new specs: of one container, of the pod.
+func TestPlanChange(t *testing.T) {
+	p := withUID(hookPod(t, 30, "busybox:1.36", nil, [][2]string{{"a", preStopExec}, {"b", ""}}), "1")
+	p2 := withUID(hookPod(t, 30, "busybox:1.36", nil, [][2]string{{"a", preStopExec}, {"b", ""}}), "2")
+	p2.Spec.Containers[0].Image = "busybox:1.37"
+	sb := sbRec(p, "sb1")
+	a1, b1 := ctr(p, "sb1", "a", "a-1", 0), ctr(p, "sb1", "b", "b-1", 0)
+	a2 := startedAt(ctr(p2, "sb1", "a", "a-2", 1), 10*sec)
+	b1x := exitAt(b1, 1, 10*sec)
+	b2 := startedAt(ctr(p2, "sb1", "b", "b-2", 1), 11*sec)
+
+	q := withUID(mkPod(t, podSpec{}), "1")
+	q2 := withUID(mkPod(t, podSpec{label: "2"}), "2")
+	qsb, qa := sbRec(q, "sb1"), ctr(q, "sb1", "app", "app-1", 0)
+	qsb2 := freshSb(q2, "sb2", 10*sec)
+	qa2 := startedAt(ctr(q2, "sb2", "app", "app-2", 0), 10*sec)
+	runScenarios(t, []scenario{{
+		name: "container spec change: stopped after its preStop hook, removed, started; an exit meanwhile is seen at the next pass",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb, a1, b1), lines("list")},
+			{ls(sb, a1, b1), lines("probe", "report Running a=running b=running", "finish")},
+			{desire{p2}, lines()},
+			{beginAt(10 * sec), lines("list")},
+			{ls(sb, a1, b1), lines("event Normal Killing a: Container a definition changed, will be restarted", "stop a-1 30s preStop")},
+			{stopOK(), lines("remove a-1")},
+			{removeOK(), lines("check-image a")},
+			{checked(false), lines(`event Normal Pulled a: Container image "busybox:1.37" already present on machine`, "start app/a#1 in sb1")},
+			{startOK(a2), lines("event Normal Started a: Started container a (a-2)", "list")},
+			// b exited while a was replaced: the pass does not look again.
+			{ls(sb, a2, b1x), lines("probe", "report Running a=running#1 b=Error(1)", "finish")},
+			{beginAt(11 * sec), lines("list")},
+			{ls(sb, a2, b1x), lines("check-image b")},
+			{checked(false), lines(`event Normal Pulled b: Container image "busybox:1.36" already present on machine`, "start app/b#1 in sb1")},
+			{startOK(b2), lines("event Normal Started b: Started container b (b-2)", "list")},
+			{ls(sb, a2, b2, b1x), lines("probe", "report Running a=running#1 b=running#1", "finish")},
+		},
+	}, {
+		name: "pod-level change: the old pod stopped and removed with its files, a new sandbox",
+		pod:  q,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(qsb, qa), lines("list")},
+			{ls(qsb, qa), lines("probe", "report Running app=running", "finish")},
+			{desire{q2}, lines()},
+			{beginAt(10 * sec), lines("list")},
+			{ls(qsb, qa), lines("event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 30s")},
+			{stopOK(), lines("remove-files uid1")},
+			{filesOK("uid1"), lines("create-sandbox uid2")},
+			{made(qsb2), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb2")},
+			{startOK(qa2), lines("event Normal Started app: Started container app (app-2)", "start-sandbox sb2")},
+			{sbStarted(upSb(qsb2, 10*sec)), lines("list")},
+			{ls(upSb(qsb2, 10*sec), qa2), lines("probe", "report Running app=running", "finish")},
+		},
+	}, {
+		name: "pod-level change: the old pod's files not removed, no new sandbox yet",
+		pod:  q,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(qsb, qa), lines("list")},
+			{ls(qsb, qa), lines("probe", "report Running app=running", "finish")},
+			{desire{q2}, lines()},
+			{beginAt(10 * sec), lines("list")},
+			{ls(qsb, qa), lines("event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 30s")},
+			{stopOK(), lines("remove-files uid1")},
+			{filesFailed("uid1", errors.New("device busy")), lines("finish err=removing the files of replaced pod kube-system/web-n: device busy")},
+			{beginAt(11 * sec), lines("list")},
+			{ls(), lines("create-sandbox uid2")},
+			{made(qsb2), lines("check-image app")},
+		},
+	}})
+}
+
+// TestPlanInit covers init containers and sidecars.
+func TestPlanInit(t *testing.T) {
+	p := withUID(mkPod(t, podSpec{inits: []string{"i1", "i2"}}), "1")
+	sb := freshSb(p, "sb1", 0)
+	up := upSb(sb, 0)
+	i1 := startedAt(ctr(p, "sb1", "i1", "i1-1", 0), 0)
+	i1x := exitAt(i1, 0, 5*sec)
+	i2 := startedAt(ctr(p, "sb1", "i2", "i2-1", 0), 5*sec)
+	i2x := exitAt(i2, 0, 10*sec)
+	a := startedAt(ctr(p, "sb1", "app", "app-1", 0), 10*sec)
+
+	np := withUID(mkPod(t, podSpec{policy: v1.RestartPolicyNever, inits: []string{"i1"}}), "1")
+	nsb := sbRec(np, "sb1")
+	ni1x := exitAt(ctr(np, "sb1", "i1", "i1-1", 0), 1, 0)
+
+	ap := withUID(mkPod(t, podSpec{inits: []string{"i1"}}), "1")
+	asb := sbRec(ap, "sb1")
+	ai1x := exitAt(ctr(ap, "sb1", "i1", "i1-1", 0), 1, 0)
+	ai2 := startedAt(ctr(ap, "sb1", "i1", "i1-2", 1), 0)
+
+	sp := withUID(mkPod(t, podSpec{inits: []string{"s"}, sidecars: map[string]bool{"s": true}, apps: []string{"a", "b"}}), "1")
+	ssb := freshSb(sp, "sb1", 0)
+	ss := startedAt(ctr(sp, "sb1", "s", "s-1", 0), 0)
+	sa := startedAt(ctr(sp, "sb1", "a", "a-1", 0), 0)
+	sbb := startedAt(ctr(sp, "sb1", "b", "b-1", 0), 0)
+	// The waiting reason of a container not yet started in a pod with
+	// init containers is left out of the reports: the kubelet's is
+	// PodInitializing, buildPod's ContainerCreating.
+	runScenarios(t, []scenario{{
+		name: "init containers one at a time, then the app",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(), lines("create-sandbox uid1")},
+			{made(sb), lines("check-image i1")},
+			{checked(false), lines(`event Normal Pulled i1: Container image "busybox:1.36" already present on machine`, "start init/i1#0 in sb1")},
+			{startOK(i1), lines("event Normal Started i1: Started container i1 (i1-1)", "start-sandbox sb1")},
+			{sbStarted(up), lines("list")},
+			{ls(up, i1), lines("probe", "report Pending i1=running...", "finish")},
+			{beginAt(5 * sec), lines("list")},
+			{ls(up, i1x), lines("check-image i2")},
+			{checked(false), lines(`event Normal Pulled i2: Container image "busybox:1.36" already present on machine`, "start init/i2#0 in sb1")},
+			{startOK(i2), lines("event Normal Started i2: Started container i2 (i2-1)", "list")},
+			{ls(up, i1x, i2), lines("probe", "report Pending i1=Completed(0) i2=running...", "finish")},
+			{beginAt(10 * sec), lines("list")},
+			{ls(up, i1x, i2x), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb1")},
+			{startOK(a), lines("event Normal Started app: Started container app (app-1)", "list")},
+			{ls(up, i1x, i2x, a), lines("probe", "report Running i1=Completed(0) i2=Completed(0) app=running", "finish")},
+		},
+	}, {
+		name: "an init container failed under Never: the pod is done, its sandbox stopped",
+		pod:  np,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(nsb, ni1x), lines("stop sb1 2s")},
+			{stopOK(), lines("list")},
+			{ls(exitAt(nsb, 0, sec), ni1x), lines("probe", "report Failed i1=Error(1)...", "finish")},
+			{beginAt(10 * sec), lines("list")},
+			{ls(exitAt(nsb, 0, sec), ni1x), lines("list")},
+			{ls(exitAt(nsb, 0, sec), ni1x), lines("probe", "report Failed i1=Error(1)...", "finish")},
+		},
+	}, {
+		name: "an init container failed under Always: run again",
+		pod:  ap,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(asb, ai1x), lines("check-image i1")},
+			{checked(false), lines(`event Normal Pulled i1: Container image "busybox:1.36" already present on machine`, "start init/i1#1 in sb1")},
+			{startOK(ai2), lines("event Normal Started i1: Started container i1 (i1-2)", "list")},
+			{ls(asb, ai2, ai1x), lines("probe", "report Pending i1=running#1...", "finish")},
+		},
+	}, {
+		name: "a sidecar started, then the app containers in the same pass",
+		pod:  sp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(), lines("create-sandbox uid1")},
+			{made(ssb), lines("check-image s")},
+			{checked(false), lines(`event Normal Pulled s: Container image "busybox:1.36" already present on machine`, "start init/s#0 in sb1")},
+			{startOK(ss), lines("event Normal Started s: Started container s (s-1)", "check-image a")},
+			{checked(false), lines(`event Normal Pulled a: Container image "busybox:1.36" already present on machine`, "start app/a#0 in sb1")},
+			{startOK(sa), lines("event Normal Started a: Started container a (a-1)", "check-image b")},
+			{checked(false), lines(`event Normal Pulled b: Container image "busybox:1.36" already present on machine`, "start app/b#0 in sb1")},
+			{startOK(sbb), lines("event Normal Started b: Started container b (b-1)", "start-sandbox sb1")},
+			{sbStarted(upSb(ssb, 0)), lines("list")},
+			{ls(upSb(ssb, 0), ss, sa, sbb), lines("probe", "report Running s=running a=running b=running", "finish")},
+		},
+	}})
+}
+
+// TestPlanStartFailure covers starts that fail, and images to pull.
+func TestPlanStartFailure(t *testing.T) {
+	p := withUID(mkPod(t, podSpec{}), "1")
+	sb := sbRec(p, "sb1")
+	a := func(at time.Duration) pod.Record { return startedAt(ctr(p, "sb1", "app", "app-1", 0), at) }
+	pullErr := &pod.WaitingError{Reason: "ErrImagePull", Err: errors.New(`pulling image "busybox:1.36": not found`)}
+	runScenarios(t, []scenario{{
+		name: "a start fails: Failed event, then retried after a backoff",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb1")},
+			{startFailed(errors.New("exec: no such file")), lines("event Warning Failed app: exec: no such file", "list")},
+			{ls(sb), lines("probe", "report Pending app=CreateContainerError", "finish again=1s")},
+			// A look before the backoff is over starts nothing.
+			{beginAt(500 * time.Millisecond), lines("list")},
+			{ls(sb), lines("list")},
+			{ls(sb), lines("probe", "report Pending app=CreateContainerError", "finish again=500ms")},
+			{beginAt(sec), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb1")},
+			{startFailed(errors.New("exec: no such file")), lines("list")},
+			{ls(sb), lines("probe", "report Pending app=CreateContainerError", "finish again=2s")},
+			{beginAt(3 * sec), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb1")},
+			{startOK(a(3 * sec)), lines("event Normal Started app: Started container app (app-1)", "list")},
+			{ls(sb, a(3*sec)), lines("probe", "report Running app=running", "finish")},
+		},
+	}, {
+		name: "a pull fails twice: ImagePullBackOff; the image arrives: started at once",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(true), lines("list")},
+			{ls(sb), lines("probe", "report Pending app=ContainerCreating", `event Normal Pulling app: Pulling image "busybox:1.36"`, "pull app")},
+			{pullFailed(false, pullErr), lines(`event Warning Failed app: pulling image "busybox:1.36": not found`, "list")},
+			{ls(sb), lines("probe", "report Pending app=ErrImagePull", "finish again=1s")},
+			{beginAt(sec), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(true), lines("list")},
+			{ls(sb), lines("probe", "report Pending app=ContainerCreating", `event Normal Pulling app: Pulling image "busybox:1.36"`, "pull app")},
+			{pullFailed(false, pullErr), lines(`event Warning Failed app: pulling image "busybox:1.36": not found`, `event Normal BackOff app: Back-off pulling image "busybox:1.36"`, "list")},
+			{ls(sb), lines("probe", "report Pending app=ImagePullBackOff", "finish again=2s")},
+			{arrive{pod.ImageName("busybox:1.36")}, lines()},
+			{beginAt(1500 * time.Millisecond), lines("note image arrived; starting the container without waiting out its backoff", "list")},
+			{ls(sb), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb1")},
+			{startOK(a(1500 * time.Millisecond)), lines("event Normal Started app: Started container app (app-1)", "list")},
+			{ls(sb, a(1500*time.Millisecond)), lines("probe", "report Running app=running", "finish")},
+		},
+	}, {
+		name: "an image to pull: ContainerCreating, Pulling, Pulled, started",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(true), lines("list")},
+			{ls(sb), lines("probe", "report Pending app=ContainerCreating", `event Normal Pulling app: Pulling image "busybox:1.36"`, "pull app")},
+			{pullOK(3 * sec), lines(`event Normal Pulled app: Successfully pulled image "busybox:1.36" in 3s`, "start app/app#0 in sb1")},
+			{startOK(a(3 * sec)), lines("event Normal Started app: Started container app (app-1)", "list")},
+			{ls(sb, a(3*sec)), lines("probe", "report Running app=running", "finish")},
+		},
+	}, {
+		name: "a pull fails with the image present: a warning, and the image is used",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(true), lines("list")},
+			{ls(sb), lines("probe", "report Pending app=ContainerCreating", `event Normal Pulling app: Pulling image "busybox:1.36"`, "pull app")},
+			{pullFailed(true, errors.New("registry unreachable")), lines("event Warning Failed app: registry unreachable; using the image already present", "warn pull failed; using the image already present", "start app/app#0 in sb1")},
+			{startOK(a(0)), lines("event Normal Started app: Started container app (app-1)", "list")},
+			{ls(sb, a(0)), lines("probe", "report Running app=running", "finish")},
+		},
+	}})
+}
