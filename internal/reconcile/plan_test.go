@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -271,6 +272,22 @@ func TestPlanInit(t *testing.T) {
 	ss := startedAt(ctr(sp, "sb1", "s", "s-1", 0), 0)
 	sa := startedAt(ctr(sp, "sb1", "a", "a-1", 0), 0)
 	sbb := startedAt(ctr(sp, "sb1", "b", "b-1", 0), 0)
+
+	pp := withUID(decodePod(t, `apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: kube-system}
+spec:
+  initContainers:
+  - name: s
+    image: busybox:1.36
+    restartPolicy: Always
+    startupProbe:
+      exec: {command: [cat, /ok]}
+  containers:
+  - name: app
+    image: busybox:1.36
+`), "1")
+	psb, ps1 := freshSb(pp, "sb1", 0), startedAt(ctr(pp, "sb1", "s", "s-1", 0), 0)
 	// The waiting reason of a container not yet started in a pod with
 	// init containers is left out of the reports: the kubelet's is
 	// PodInitializing, buildPod's ContainerCreating.
@@ -333,6 +350,18 @@ func TestPlanInit(t *testing.T) {
 			{startOK(sbb), lines("event Normal Started b: Started container b (b-1)", "start-sandbox sb1")},
 			{sbStarted(upSb(ssb, 0)), lines("list")},
 			{ls(upSb(ssb, 0), ss, sa, sbb), lines("probe", "report Running s=running a=running b=running", "finish")},
+		},
+	}, {
+		name: "a sidecar with a startup probe holds back the app until it has started",
+		skip: "kubelet divergence: a sidecar's startup probe does not hold back what follows it (plan_converge.go inits and " +
+			"initDone look at running only); the kubelet's computeInitContainerActions waits for the probe to succeed",
+		pod: pp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(), lines("create-sandbox uid1")},
+			{made(psb), lines("check-image s")},
+			{checked(false), lines(`event Normal Pulled s: Container image "busybox:1.36" already present on machine`, "start init/s#0 in sb1")},
+			{startOK(ps1), lines("event Normal Started s: Started container s (s-1)", "start-sandbox sb1")},
 		},
 	}})
 }
@@ -413,6 +442,302 @@ func TestPlanStartFailure(t *testing.T) {
 			{pullFailed(true, errors.New("registry unreachable")), lines("event Warning Failed app: registry unreachable; using the image already present", "warn pull failed; using the image already present", "start app/app#0 in sb1")},
 			{startOK(a(0)), lines("event Normal Started app: Started container app (app-1)", "list")},
 			{ls(sb, a(0)), lines("probe", "report Running app=running", "finish")},
+		},
+	}, {
+		name: "a new spec for a container waiting out a failed pull is tried at once",
+		skip: "kubelet divergence: the failed start's backoff (waiting.retryAt) outlives a new spec of the container " +
+			"(plan_converge.go start); the kubelet keys its pull backoff by pod UID and image, so a fixed image is pulled at once",
+		pod: p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{checked(true), lines("list")},
+			{ls(sb), lines("probe", "report Pending app=ContainerCreating", `event Normal Pulling app: Pulling image "busybox:1.36"`, "pull app")},
+			{pullFailed(false, pullErr), lines(`event Warning Failed app: pulling image "busybox:1.36": not found`, "list")},
+			{ls(sb), lines("probe", "report Pending app=ErrImagePull", "finish again=1s")},
+			{desire{withUID(mkPod(t, podSpec{image: "busybox:1.37"}), "2")}, lines()},
+			{beginAt(500 * time.Millisecond), lines("list")},
+			{ls(sb), lines("check-image app")},
+		},
+	}})
+}
+
+// TestPlanHooks covers postStart hooks that fail or become pointless.
+func TestPlanHooks(t *testing.T) {
+	p := withUID(hookPod(t, 30, "busybox:1.36", nil, [][2]string{{"a", postStartExec}}), "1")
+	p2 := withUID(hookPod(t, 30, "busybox:1.37", nil, [][2]string{{"a", postStartExec}}), "2")
+	sb := sbRec(p, "sb1")
+	a1 := startedAt(ctr(p, "sb1", "a", "a-1", 0), 0)
+	a1x := exitAt(a1, 137, 0)
+	a2 := startedAt(ctr(p, "sb1", "a", "a-2", 1), time.Millisecond)
+	n2 := startedAt(ctr(p2, "sb1", "a", "a-2", 1), time.Millisecond)
+	two := withUID(hookPod(t, 30, "busybox:1.36", nil, [][2]string{{"a", postStartExec}, {"b", ""}}), "1")
+	tsb, ta1 := sbRec(two, "sb1"), startedAt(ctr(two, "sb1", "a", "a-1", 0), 0)
+	// started is a's first start up to its postStart hook.
+	started := []turn{
+		{beginAt(0), lines("list")},
+		{ls(sb), lines("check-image a")},
+		{checked(false), lines(`event Normal Pulled a: Container image "busybox:1.36" already present on machine`, "start app/a#0 in sb1")},
+		{startOK(a1), lines("event Normal Started a: Started container a (a-1)", "post-start a-1")},
+	}
+	runScenarios(t, []scenario{{
+		name: "postStart fails: events, the container stopped, then restarted",
+		pod:  p,
+		turns: slices.Concat(started, []turn{
+			{hookFailed("command 'sh -c echo hi' exited with 1: "), lines("event Warning FailedPostStartHook a: command 'sh -c echo hi' exited with 1: ", "event Normal Killing a: Container a failed post-start hook, will be killed", "stop a-1 30s")},
+			{stopOK(), lines("list")},
+			{ls(sb, a1x), lines("probe", "report Running a=Error(137)", "finish again=1ms")},
+			{beginAt(time.Millisecond), lines("list")},
+			{ls(sb, a1x), lines("check-image a")},
+			{checked(false), lines(`event Normal Pulled a: Container image "busybox:1.36" already present on machine`, "start app/a#1 in sb1")},
+			{startOK(a2), lines("event Normal Started a: Started container a (a-2)", "post-start a-2")},
+			{hookOK(), lines("list")},
+			{ls(sb, a2, a1x), lines("probe", "report Running a=running#1", "finish")},
+		}),
+	}, {
+		name: "postStart made pointless by a new spec: abandoned, the container replaced at the next pass",
+		pod:  p,
+		turns: slices.Concat(started, []turn{
+			{askObsolete{}, lines()},
+			{desire{p2}, lines()},
+			{askObsolete{}, lines("obsolete")},
+			{hookAbandoned(), lines("note postStart hook abandoned: the pod changed", "list")},
+			{ls(sb, a1), lines("probe", "report Running a=running", "finish again=1ms")},
+			{beginAt(time.Millisecond), lines("list")},
+			{ls(sb, a1), lines("event Normal Killing a: Container a definition changed, will be restarted", "stop a-1 30s")},
+			{stopOK(), lines("remove a-1")},
+			{removeOK(), lines("check-image a")},
+			{checked(false), lines(`event Normal Pulled a: Container image "busybox:1.37" already present on machine`, "start app/a#1 in sb1")},
+			{startOK(n2), lines("event Normal Started a: Started container a (a-2)", "post-start a-2")},
+			{hookOK(), lines("list")},
+			{ls(sb, n2), lines("probe", "report Running a=running#1", "finish")},
+		}),
+	}, {
+		name: "a node shutdown makes a postStart hook pointless",
+		pod:  p,
+		turns: slices.Concat(started, []turn{
+			{haltFlag(true), lines()},
+			{askObsolete{}, lines("obsolete")},
+			{hookAbandoned(), lines("note postStart hook abandoned: the pod changed", "list")},
+			{ls(sb, a1), lines("probe", "report Running a=running", "finish again=1ms")},
+			{beginAt(time.Millisecond), lines()},
+		}),
+	}, {
+		name: "a node shutdown during a postStart hook starts no more containers",
+		skip: "kubelet divergence: a pass under way when the node shuts down goes on starting containers " +
+			"(plan_converge.go start does not look at c.halted); the kubelet cancels a pod's sync once its termination is requested",
+		pod: two,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(tsb), lines("check-image a")},
+			{checked(false), lines(`event Normal Pulled a: Container image "busybox:1.36" already present on machine`, "start app/a#0 in sb1")},
+			{startOK(ta1), lines("event Normal Started a: Started container a (a-1)", "post-start a-1")},
+			{haltFlag(true), lines()},
+			{askObsolete{}, lines("obsolete")},
+			{hookAbandoned(), lines("note postStart hook abandoned...", "list")},
+		},
+	}})
+}
+
+// TestPlanProbes covers liveness verdicts.
+func TestPlanProbes(t *testing.T) {
+	// failing is the turns of pod p, adopted, up to a pass after its
+	// container's liveness probe failed.
+	failing := func(p *pod.Pod) []turn {
+		sb, a1 := sbRec(p, "sb1"), ctr(p, "sb1", "app", "app-1", 0)
+		return []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb, a1), lines("list")},
+			{ls(sb, a1), lines("probe app", "report Running app=running", "finish")},
+			{verdict{"app-1", pod.Liveness, pod.ProbeFailure}, lines("changed")},
+			{verdict{"app-1", pod.Liveness, pod.ProbeFailure}, lines()},
+			{beginAt(10 * sec), lines("list")},
+		}
+	}
+	p := withUID(probePod(t, "Always", livenessYAML), "1")
+	sb, a1 := sbRec(p, "sb1"), ctr(p, "sb1", "app", "app-1", 0)
+	a1x := exitAt(a1, 137, 10*sec)
+	a2 := startedAt(ctr(p, "sb1", "app", "app-2", 1), 10*sec)
+	np := withUID(probePod(t, "Never", livenessYAML), "1")
+	nsb, na1 := sbRec(np, "sb1"), ctr(np, "sb1", "app", "app-1", 0)
+	na1x := exitAt(na1, 137, 10*sec)
+	runScenarios(t, []scenario{{
+		name: "liveness fails under Always: killed with the probe's grace, then restarted",
+		pod:  p,
+		turns: slices.Concat(failing(p), []turn{
+			{ls(sb, a1), lines("event Normal Killing app: Container app failed liveness probe, will be restarted", "stop app-1 3s")},
+			{stopOK(), lines("list")},
+			{ls(sb, a1x), lines("probe", "report Running app=Error(137)", "finish again=1ms")},
+			{beginAt(10*sec + time.Millisecond), lines("list")},
+			{ls(sb, a1x), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#1 in sb1")},
+			{startOK(a2), lines("event Normal Started app: Started container app (app-2)", "list")},
+			{ls(sb, a2, a1x), lines("probe app", "report Running app=running#1", "finish")},
+		}),
+	}, {
+		// The kubelet's event says "will be restarted" only when it will.
+		name: "liveness fails under Never: killed, not restarted; the pod is done",
+		pod:  np,
+		turns: slices.Concat(failing(np), []turn{
+			{ls(nsb, na1), lines("event Normal Killing app: Container app failed liveness probe...", "stop app-1 3s")},
+			{stopOK(), lines("list")},
+			{ls(nsb, na1x), lines("probe", "report Failed app=Error(137)", "finish again=1ms")},
+			{beginAt(10*sec + time.Millisecond), lines("list")},
+			{ls(nsb, na1x), lines("stop sb1 2s")},
+			{stopOK(), lines("list")},
+			{ls(exitAt(nsb, 0, 10*sec), na1x), lines("probe", "report Failed app=Error(137)", "finish")},
+		}),
+	}})
+}
+
+// TestPlanSandbox covers a sandbox that dies or cannot be made.
+func TestPlanSandbox(t *testing.T) {
+	p := withUID(mkPod(t, podSpec{apps: []string{"a", "b"}}), "1")
+	sb := sbRec(p, "sb1")
+	sbx := exitAt(sb, 2, 0)
+	a1 := ctr(p, "sb1", "a", "a-1", 0)
+	b1x := exitAt(ctr(p, "sb1", "b", "b-1", 0), 137, 0)
+	b2 := startedAt(ctr(p, "sb1", "b", "b-2", 1), 0)
+
+	sp := withUID(mkPod(t, podSpec{sharePID: true}), "1")
+	ssbx := exitAt(sbRec(sp, "sb1"), 137, 0)
+	sa1x := exitAt(ctr(sp, "sb1", "app", "app-1", 0), 137, 0)
+	ssb2 := freshSb(sp, "sb2", 0)
+	sa2 := startedAt(ctr(sp, "sb2", "app", "app-2", 1), 0)
+
+	op := withUID(mkPod(t, podSpec{policy: v1.RestartPolicyOnFailure, sharePID: true, apps: []string{"a", "b"}}), "1")
+	osbx, osb2 := exitAt(sbRec(op, "sb1"), 137, 0), freshSb(op, "sb2", 0)
+	oa1x := exitAt(ctr(op, "sb1", "a", "a-1", 0), 0, -30*sec)
+	ob1x := exitAt(ctr(op, "sb1", "b", "b-1", 0), 137, 0)
+
+	fp := withUID(mkPod(t, podSpec{}), "1")
+	boom := errors.New("creating the network: no IP addresses left")
+	runScenarios(t, []scenario{{
+		name: "the pause exited, namespaces pinned: SandboxExited, started again in place after the containers",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sbx, a1, b1x), lines("event Warning SandboxExited: Pod sandbox's pause process exited with code 2: no output; it will be started again; the pod's containers keep running", "check-image b")},
+			{checked(false), lines(`event Normal Pulled b: Container image "busybox:1.36" already present on machine`, "start app/b#1 in sb1")},
+			{startOK(b2), lines("event Normal Started b: Started container b (b-2)", "start-sandbox sb1")},
+			{sbStarted(upSb(sb, 0)), lines("event Normal SandboxStarted: Started pod sandbox sb1 again (pause process 7); the pod's containers kept running", "list")},
+			{ls(upSb(sb, 0), a1, b2, b1x), lines("probe", "report Running a=running b=running#1", "finish")},
+		},
+	}, {
+		name: "the pause exited, PID namespace shared: SandboxChanged, the pod re-created",
+		pod:  sp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(ssbx, sa1x), lines("event Warning SandboxExited: Pod sandbox's pause process exited with code 137: no output; the pod will be re-created", "event Normal SandboxChanged: Pod sandbox changed, it will be killed and re-created.", "stop+remove sb1 2s, app-1 30s")},
+			{stopOK(), lines("create-sandbox uid1")},
+			{made(ssb2), lines("start-sandbox sb2")},
+			{sbStarted(upSb(ssb2, 0)), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#1 in sb2")},
+			{startOK(sa2), lines("event Normal Started app: Started container app (app-2)", "list")},
+			{ls(upSb(ssb2, 0), sa2), lines("probe", "report Running app=running#1", "finish")},
+		},
+	}, {
+		name: "the sandbox cannot be created: FailedCreatePodSandBox, tried again after the backoff",
+		pod:  fp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(), lines("create-sandbox uid1")},
+			{makeFailed(boom), lines("event Warning FailedCreatePodSandBox: creating the network: no IP addresses left", "warn creating the pod's sandbox", "list")},
+			{ls(), lines("probe", "report Pending app=ContainerCreating sandbox=FailedCreatePodSandBox", "finish again=1ms")},
+			{beginAt(time.Millisecond), lines("list")},
+			{ls(), lines("create-sandbox uid1")},
+			{makeFailed(boom), lines("event Warning FailedCreatePodSandBox: creating the network: no IP addresses left", "warn creating the pod's sandbox", "list")},
+			{ls(), lines("probe", "report Pending app=ContainerCreating sandbox=FailedCreatePodSandBox", "finish again=1s")},
+			{beginAt(500 * time.Millisecond), lines("list")},
+			{ls(), lines("event Warning BackOff: Back-off restarting failed pod sandbox: next try in 1s (creating the network: no IP addresses left)", "list")},
+			{ls(), lines("probe", "report Pending app=ContainerCreating sandbox=BackOff", "finish again=501ms")},
+			{beginAt(time.Second + time.Millisecond), lines("list")},
+			{ls(), lines("create-sandbox uid1")},
+		},
+	}, {
+		name: "OnFailure, the pod re-created: a container that succeeded does not run again",
+		skip: "kubelet divergence: a sandbox re-created under OnFailure runs again the containers that succeeded " +
+			"(their records go with the old sandbox, plan_sync.go syncListed); the kubelet's computePodActions skips them (containerSucceeded)",
+		pod: op,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(osbx, oa1x, ob1x), lines("event Warning SandboxExited: ...", "event Normal SandboxChanged: ...", "stop+remove sb1 2s, a-1 30s, b-1 30s")},
+			{stopOK(), lines("create-sandbox uid1")},
+			{made(osb2), lines("start-sandbox sb2")},
+			{sbStarted(upSb(osb2, 0)), lines("check-image b")},
+		},
+	}})
+}
+
+// TestPlanRemove covers the passes of a pod whose manifest is gone.
+func TestPlanRemove(t *testing.T) {
+	p := withUID(mkPod(t, podSpec{grace: 10}), "1")
+	sb, a1 := sbRec(p, "sb1"), ctr(p, "sb1", "app", "app-1", 0)
+	adopted := []turn{
+		{beginAt(0), lines("list")},
+		{ls(sb, a1), lines("list")},
+		{ls(sb, a1), lines("probe", "report Running app=running", "finish")},
+		{desire{nil}, lines()},
+		{beginAt(10 * sec), lines("list")},
+		{ls(sb, a1), lines("event Normal Killing: Stopping pod: its manifest was removed", "probe", "event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 10s")},
+		{stopOK(), lines("remove-files uid1 (all)")},
+	}
+	runScenarios(t, []scenario{{
+		name: "removed: all stopped with the pod's grace, its files removed, forgotten, gone",
+		pod:  p,
+		turns: slices.Concat(adopted, []turn{
+			{filesOK("uid1"), lines("forget", "finish gone")},
+		}),
+	}, {
+		name: "removed: files that cannot be removed keep the pod from going",
+		pod:  p,
+		turns: slices.Concat(adopted, []turn{
+			{filesFailed("uid1", errors.New("device busy")), lines("forget", "finish err=removing the files of pod kube-system/web-n: device busy")},
+			{beginAt(11 * sec), lines("list")},
+			{ls(), lines("probe", "stop+remove ")},
+			{stopOK(), lines("remove-files uid1 (all)")},
+			{filesOK("uid1"), lines("forget", "finish gone")},
+		}),
+	}, {
+		name: "a pod found with no manifest: removed with the default grace",
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb, a1), lines("event Normal Killing: Stopping pod: its manifest was removed", "probe", "event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 30s")},
+			{stopOK(), lines("remove-files uid1 (all)")},
+			{filesOK("uid1"), lines("forget", "finish gone")},
+		},
+	}})
+}
+
+// TestPlanHalt covers a node shutdown.
+func TestPlanHalt(t *testing.T) {
+	p := withUID(mkPod(t, podSpec{grace: 60}), "1")
+	sb, a1 := sbRec(p, "sb1"), ctr(p, "sb1", "app", "app-1", 0)
+	sbx, a1x := exitAt(sb, 0, 10*sec), exitAt(a1, 143, 10*sec)
+	runScenarios(t, []scenario{{
+		name: "halted: NodeShutdown, stopped within the limit and kept, reported Failed; no pass begins",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb, a1), lines("list")},
+			{ls(sb, a1), lines("probe", "report Running app=running", "finish")},
+			{haltAt{10 * sec, 20 * sec}, lines("list")},
+			{ls(sb, a1), lines("probe", "event Normal NodeShutdown: Pod was terminated in response to imminent node shutdown.", "event Normal Killing app: Stopping container app", "stop sb1 2s, app-1 20s")},
+			{stopOK(), lines("list")},
+			{ls(sbx, a1x), lines("report Failed(Terminated) app=Error(143)", "finish")},
+			{beginAt(20 * sec), lines()},
+		},
+	}, {
+		name: "halted while being removed: stopped, no status",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb, a1), lines("list")},
+			{ls(sb, a1), lines("probe", "report Running app=running", "finish")},
+			{desire{nil}, lines()},
+			{haltAt{10 * sec, 20 * sec}, lines("list")},
+			{ls(sb, a1), lines("probe", "event Normal Killing app: Stopping container app", "stop sb1 2s, app-1 20s")},
+			{stopOK(), lines("finish")},
 		},
 	}})
 }
