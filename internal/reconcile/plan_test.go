@@ -108,6 +108,12 @@ func TestPlanRestart(t *testing.T) {
 	nsb := sbRec(never, "sb1")
 	na := exitAt(ctr(never, "sb1", "a", "a-1", 0), 1, 0)
 	nb := ctr(never, "sb1", "b", "b-1", 0)
+
+	kp := withUID(mkPod(t, podSpec{}), "1")
+	ksb, ka1 := sbRec(kp, "sb1"), ctr(kp, "sb1", "app", "app-1", 0)
+	kx := exitAt(ka1, 137, 0)
+	kx.OOMKilled = true
+	ka2 := startedAt(ctr(kp, "sb1", "app", "app-2", 1), 0)
 	runScenarios(t, []scenario{{
 		name: "Always: restarted at once, then in CrashLoopBackOff, the backoff doubling",
 		pod:  p,
@@ -169,6 +175,22 @@ func TestPlanRestart(t *testing.T) {
 			{ls(exitAt(nsb, 2, 15*sec), na, exitAt(nb, 143, 20*sec)), lines("list")},
 			{ls(exitAt(nsb, 2, 15*sec), na, exitAt(nb, 143, 20*sec)), lines("probe", "report Failed a=Error(1) b=Error(143)", "finish")},
 		},
+	}, {
+		name: "OOM-killed: told in an event once",
+		pod:  kp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(ksb, ka1), lines("list")},
+			{ls(ksb, ka1), lines("probe", "report Running app=running", "finish")},
+			{beginAt(sec), lines("list")},
+			{ls(ksb, kx), lines("event Warning OOMKilled app: Container app was killed by the kernel's OOM killer: it ran out of memory (exit code 137)", "check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#1 in sb1")},
+			{startOK(ka2), lines("event Normal Started app: Started container app (app-2)", "list")},
+			{ls(ksb, ka2, kx), lines("probe", "report Running app=running#1", "finish")},
+			{beginAt(2 * sec), lines("list")},
+			{ls(ksb, ka2, kx), lines("list")},
+			{ls(ksb, ka2, kx), lines("probe", "report Running app=running#1", "finish")},
+		},
 	}})
 }
 
@@ -188,6 +210,11 @@ func TestPlanChange(t *testing.T) {
 	qsb, qa := sbRec(q, "sb1"), ctr(q, "sb1", "app", "app-1", 0)
 	qsb2 := freshSb(q2, "sb2", 10*sec)
 	qa2 := startedAt(ctr(q2, "sb2", "app", "app-2", 0), 10*sec)
+
+	r := withUID(mkPod(t, podSpec{apps: []string{"a", "b"}}), "1")
+	r2 := withUID(mkPod(t, podSpec{apps: []string{"a", "c"}}), "2")
+	rsb, ra1, rb1 := sbRec(r, "sb1"), ctr(r, "sb1", "a", "a-1", 0), ctr(r, "sb1", "b", "b-1", 0)
+	rc1 := startedAt(ctr(r2, "sb1", "c", "c-1", 0), 0)
 	runScenarios(t, []scenario{{
 		name: "container spec change: stopped after its preStop hook, removed, started; an exit meanwhile is seen at the next pass",
 		pod:  p,
@@ -244,6 +271,21 @@ func TestPlanChange(t *testing.T) {
 			{ls(), lines("create-sandbox uid2")},
 			{made(qsb2), lines("check-image app")},
 		},
+	}, {
+		name: "a container added, one removed: the new one started, the old one stopped and removed",
+		pod:  r,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(rsb, ra1, rb1), lines("list")},
+			{ls(rsb, ra1, rb1), lines("probe", "report Running a=running b=running", "finish")},
+			{desire{r2}, lines()},
+			{beginAt(sec), lines("list")},
+			{ls(rsb, ra1, rb1), lines("check-image c")},
+			{checked(false), lines(`event Normal Pulled c: Container image "busybox:1.36" already present on machine`, "start app/c#0 in sb1")},
+			{startOK(rc1), lines("event Normal Started c: Started container c (c-1)", "event Normal Killing b: Stopping container b", "stop+remove b-1 30s")},
+			{stopOK(), lines("list")},
+			{ls(rsb, ra1, rc1), lines("probe", "report Running a=running c=running", "finish")},
+		},
 	}})
 }
 
@@ -288,6 +330,10 @@ spec:
     image: busybox:1.36
 `), "1")
 	psb, ps1 := freshSb(pp, "sb1", 0), startedAt(ctr(pp, "sb1", "s", "s-1", 0), 0)
+
+	dp := withUID(mkPod(t, podSpec{policy: v1.RestartPolicyOnFailure, inits: []string{"s"}, sidecars: map[string]bool{"s": true}}), "1")
+	dsb, ds1 := sbRec(dp, "sb1"), ctr(dp, "sb1", "s", "s-1", 0)
+	da1x := exitAt(ctr(dp, "sb1", "app", "app-1", 0), 0, 0)
 	// The waiting reason of a container not yet started in a pod with
 	// init containers is left out of the reports: the kubelet's is
 	// PodInitializing, buildPod's ContainerCreating.
@@ -363,6 +409,16 @@ spec:
 			{checked(false), lines(`event Normal Pulled s: Container image "busybox:1.36" already present on machine`, "start init/s#0 in sb1")},
 			{startOK(ps1), lines("event Normal Started s: Started container s (s-1)", "start-sandbox sb1")},
 		},
+	}, {
+		name: "the pod done: its sidecar stopped, then its sandbox",
+		pod:  dp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(dsb, ds1, da1x), lines("event Normal Killing s: Stopping container s", "stop s-1 30s")},
+			{stopOK(), lines("stop sb1 2s")},
+			{stopOK(), lines("list")},
+			{ls(exitAt(dsb, 0, 0), exitAt(ds1, 143, 0), da1x), lines("probe", "report Succeeded s=Error(143) app=Completed(0)", "finish")},
+		},
 	}})
 }
 
@@ -372,6 +428,7 @@ func TestPlanStartFailure(t *testing.T) {
 	sb := sbRec(p, "sb1")
 	a := func(at time.Duration) pod.Record { return startedAt(ctr(p, "sb1", "app", "app-1", 0), at) }
 	pullErr := &pod.WaitingError{Reason: "ErrImagePull", Err: errors.New(`pulling image "busybox:1.36": not found`)}
+	neverPull := &pod.WaitingError{Reason: "ErrImageNeverPull", Err: errors.New(`container image "busybox:1.36" is not present with pull policy of Never`)}
 	runScenarios(t, []scenario{{
 		name: "a start fails: Failed event, then retried after a backoff",
 		pod:  p,
@@ -458,6 +515,15 @@ func TestPlanStartFailure(t *testing.T) {
 			{desire{withUID(mkPod(t, podSpec{image: "busybox:1.37"}), "2")}, lines()},
 			{beginAt(500 * time.Millisecond), lines("list")},
 			{ls(sb), lines("check-image app")},
+		},
+	}, {
+		name: "an image not present under pull policy Never: ErrImageNeverPull",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{give{o: imageChecked{err: neverPull}}, lines(`event Warning Failed app: container image "busybox:1.36" is not present with pull policy of Never`, "list")},
+			{ls(sb), lines("probe", "report Pending app=ErrImageNeverPull", "finish again=1s")},
 		},
 	}})
 }
@@ -612,6 +678,10 @@ func TestPlanSandbox(t *testing.T) {
 
 	fp := withUID(mkPod(t, podSpec{}), "1")
 	boom := errors.New("creating the network: no IP addresses left")
+	hsb := freshSb(fp, "sb1", -sec)
+	ha1 := startedAt(ctr(fp, "sb1", "app", "app-1", 0), 0)
+	fsb := freshSb(fp, "sb1", 0)
+	fsbx := exitAt(fsb, 1, 0)
 	runScenarios(t, []scenario{{
 		name: "the pause exited, namespaces pinned: SandboxExited, started again in place after the containers",
 		pod:  p,
@@ -665,6 +735,33 @@ func TestPlanSandbox(t *testing.T) {
 			{stopOK(), lines("create-sandbox uid1")},
 			{made(osb2), lines("start-sandbox sb2")},
 			{sbStarted(upSb(osb2, 0)), lines("check-image b")},
+		},
+	}, {
+		name: "hsb-made sandbox",
+		pod:  fp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(hsb), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb1")},
+			{startOK(ha1), lines("event Normal Started app: Started container app (app-1)", "start-sandbox sb1")},
+			{sbStarted(upSb(hsb, 0)), lines("event Normal SandboxStarted: Started pod sandbox sb1 again (pause process 7); the pod's containers kept running", "list")},
+			{ls(upSb(hsb, 0), ha1), lines("probe", "report Running app=running", "finish")},
+		},
+	}, {
+		name: "the pause fails to start: FailedCreatePodSandBox, started again in place",
+		pod:  fp,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(), lines("create-sandbox uid1")},
+			{made(fsb), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#0 in sb1")},
+			{startOK(ha1), lines("event Normal Started app: Started container app (app-1)", "start-sandbox sb1")},
+			{give{o: sandboxStarted{rec: fsbx, err: errors.New("pause exited at once: exit status 1")}}, lines("event Warning FailedCreatePodSandBox: pause exited at once: exit status 1", "warn starting the pod's sandbox", "list")},
+			{ls(fsbx, ha1), lines("probe", "report Running app=running sandbox=FailedCreatePodSandBox", "finish again=1ms")},
+			{beginAt(time.Millisecond), lines("list")},
+			{ls(fsbx, ha1), lines("start-sandbox sb1")},
+			{sbStarted(upSb(fsb, time.Millisecond)), lines("event Normal SandboxStarted: Started pod sandbox sb1 again (pause process 7); the pod's containers kept running", "list")},
+			{ls(upSb(fsb, time.Millisecond), ha1), lines("probe", "report Running app=running", "finish")},
 		},
 	}})
 }
