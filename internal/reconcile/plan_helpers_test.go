@@ -107,11 +107,15 @@ func (pl *player) feedSafely(in input) (got []string) {
 
 // describe names an input for a failure message.
 func describe(in input) string {
-	s := fmt.Sprintf("%T %+v", in, in)
-	if len(s) > 120 {
-		s = s[:120] + "..."
+	switch in := in.(type) {
+	case beginAt:
+		return fmt.Sprintf("begin at t0+%v", time.Duration(in))
+	case haltAt:
+		return fmt.Sprintf("halt at t0+%v within %v", in.at, in.limit)
+	case give:
+		return fmt.Sprintf("outcome %T", in.o)
 	}
-	return s
+	return fmt.Sprintf("%T", in)
 }
 
 // linesMatch tells whether got is want, line by line.
@@ -156,43 +160,31 @@ func (pl *player) acts(acts []action) []string {
 	return out
 }
 
+// outcomeOf names the outcome of each action that does I/O, both as %T
+// prints them.
+var outcomeOf = map[string]string{
+	"reconcile.listPod":         "reconcile.listed",
+	"reconcile.createSandbox":   "reconcile.sandboxMade",
+	"reconcile.startSandbox":    "reconcile.sandboxStarted",
+	"reconcile.stopGroup":       "reconcile.stopped",
+	"reconcile.removeContainer": "reconcile.removed",
+	"reconcile.resumeContainer": "reconcile.resumed",
+	"reconcile.checkImage":      "reconcile.imageChecked",
+	"reconcile.pullImage":       "reconcile.pulled",
+	"reconcile.startContainer":  "reconcile.started",
+	"reconcile.postStart":       "reconcile.hookRan",
+	"reconcile.removeFiles":     "reconcile.filesRemoved",
+}
+
 // isIO tells whether a does I/O, and so has an outcome.
 func isIO(a action) bool {
-	switch a.(type) {
-	case emit, report, forget, probe, note, finish:
-		return false
-	}
-	return true
+	_, ok := outcomeOf[fmt.Sprintf("%T", a)]
+	return ok
 }
 
 // answers tells whether o is the outcome of action a.
 func answers(a action, o outcome) bool {
-	var ok bool
-	switch a.(type) {
-	case listPod:
-		_, ok = o.(listed)
-	case createSandbox:
-		_, ok = o.(sandboxMade)
-	case startSandbox:
-		_, ok = o.(sandboxStarted)
-	case stopGroup:
-		_, ok = o.(stopped)
-	case removeContainer:
-		_, ok = o.(removed)
-	case resumeContainer:
-		_, ok = o.(resumed)
-	case checkImage:
-		_, ok = o.(imageChecked)
-	case pullImage:
-		_, ok = o.(pulled)
-	case startContainer:
-		_, ok = o.(started)
-	case postStart:
-		_, ok = o.(hookRan)
-	case removeFiles:
-		_, ok = o.(filesRemoved)
-	}
-	return ok
+	return outcomeOf[fmt.Sprintf("%T", a)] == fmt.Sprintf("%T", o)
 }
 
 // render is an action as a short, stable line.
@@ -254,7 +246,8 @@ func render(a action) string {
 }
 
 // renderStops is "stop" (or "stop+remove"; "stop seq" when in order)
-// and each container with its grace and, if it runs one, "preStop".
+// and each container with its grace and, if it runs one, "preStop";
+// "nothing" when there is none.
 func renderStops(g stopGroup) string {
 	s := "stop"
 	if g.remove {
@@ -262,6 +255,9 @@ func renderStops(g stopGroup) string {
 	}
 	if g.sequential && len(g.stops) > 1 {
 		s += " seq"
+	}
+	if len(g.stops) == 0 {
+		return s + " nothing"
 	}
 	parts := make([]string, 0, len(g.stops))
 	for _, o := range g.stops {
@@ -516,6 +512,16 @@ func exitAt(r pod.Record, code int32, at time.Duration) pod.Record {
 func halfStarted(r pod.Record) pod.Record {
 	r.State, r.Pid, r.StartedAt = pod.TaskCreated, 0, time.Time{}
 	return r
+}
+
+// adopt is the turns of a first pass, at t0, that finds recs as they
+// should be and only reports, as report.
+func adopt(report string, recs ...pod.Record) []turn {
+	return []turn{
+		{beginAt(0), lines("list")},
+		{ls(recs...), lines("list")},
+		{ls(recs...), lines("probe", report, "finish")},
+	}
 }
 
 // lines is a list of wanted lines, for readability in tables.

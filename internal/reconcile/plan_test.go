@@ -54,14 +54,11 @@ func TestPlanStart(t *testing.T) {
 	}, {
 		name: "a running pod is adopted as it is",
 		pod:  p,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(run, runA, runB), lines("list")},
-			{ls(run, runA, runB), lines("probe", "report Running a=running b=running", "finish")},
+		turns: slices.Concat(adopt("report Running a=running b=running", run, runA, runB), []turn{
 			{beginAt(10 * sec), lines("list")},
 			{ls(run, runA, runB), lines("list")},
 			{ls(run, runA, runB), lines("probe", "report Running a=running b=running", "finish")},
-		},
+		}),
 	}, {
 		name: "a half-started container is resumed",
 		pod:  p,
@@ -158,10 +155,7 @@ func TestPlanRestart(t *testing.T) {
 	}, {
 		name: "Never: an exited container is not started again, nor after its sandbox died",
 		pod:  never,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(nsb, na, nb), lines("list")},
-			{ls(nsb, na, nb), lines("probe", "report Running a=Error(1) b=running", "finish")},
+		turns: slices.Concat(adopt("report Running a=Error(1) b=running", nsb, na, nb), []turn{
 			{beginAt(10 * sec), lines("list")},
 			{ls(nsb, na, nb), lines("list")},
 			{ls(nsb, na, nb), lines("probe", "report Running a=Error(1) b=running", "finish")},
@@ -174,14 +168,11 @@ func TestPlanRestart(t *testing.T) {
 			{beginAt(30 * sec), lines("list")},
 			{ls(exitAt(nsb, 2, 15*sec), na, exitAt(nb, 143, 20*sec)), lines("list")},
 			{ls(exitAt(nsb, 2, 15*sec), na, exitAt(nb, 143, 20*sec)), lines("probe", "report Failed a=Error(1) b=Error(143)", "finish")},
-		},
+		}),
 	}, {
 		name: "OOM-killed: told in an event once",
 		pod:  kp,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(ksb, ka1), lines("list")},
-			{ls(ksb, ka1), lines("probe", "report Running app=running", "finish")},
+		turns: slices.Concat(adopt("report Running app=running", ksb, ka1), []turn{
 			{beginAt(sec), lines("list")},
 			{ls(ksb, kx), lines("event Warning OOMKilled app: Container app was killed by the kernel's OOM killer: it ran out of memory (exit code 137)", "check-image app")},
 			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "start app/app#1 in sb1")},
@@ -190,7 +181,7 @@ func TestPlanRestart(t *testing.T) {
 			{beginAt(2 * sec), lines("list")},
 			{ls(ksb, ka2, kx), lines("list")},
 			{ls(ksb, ka2, kx), lines("probe", "report Running app=running#1", "finish")},
-		},
+		}),
 	}})
 }
 
@@ -218,10 +209,7 @@ func TestPlanChange(t *testing.T) {
 	runScenarios(t, []scenario{{
 		name: "container spec change: stopped after its preStop hook, removed, started; an exit meanwhile is seen at the next pass",
 		pod:  p,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(sb, a1, b1), lines("list")},
-			{ls(sb, a1, b1), lines("probe", "report Running a=running b=running", "finish")},
+		turns: slices.Concat(adopt("report Running a=running b=running", sb, a1, b1), []turn{
 			{desire{p2}, lines()},
 			{beginAt(10 * sec), lines("list")},
 			{ls(sb, a1, b1), lines("event Normal Killing a: Container a definition changed, will be restarted", "stop a-1 30s preStop")},
@@ -236,14 +224,11 @@ func TestPlanChange(t *testing.T) {
 			{checked(false), lines(`event Normal Pulled b: Container image "busybox:1.36" already present on machine`, "start app/b#1 in sb1")},
 			{startOK(b2), lines("event Normal Started b: Started container b (b-2)", "list")},
 			{ls(sb, a2, b2, b1x), lines("probe", "report Running a=running#1 b=running#1", "finish")},
-		},
+		}),
 	}, {
 		name: "pod-level change: the old pod stopped and removed with its files, a new sandbox",
 		pod:  q,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(qsb, qa), lines("list")},
-			{ls(qsb, qa), lines("probe", "report Running app=running", "finish")},
+		turns: slices.Concat(adopt("report Running app=running", qsb, qa), []turn{
 			{desire{q2}, lines()},
 			{beginAt(10 * sec), lines("list")},
 			{ls(qsb, qa), lines("event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 30s")},
@@ -254,14 +239,11 @@ func TestPlanChange(t *testing.T) {
 			{startOK(qa2), lines("event Normal Started app: Started container app (app-2)", "start-sandbox sb2")},
 			{sbStarted(upSb(qsb2, 10*sec)), lines("list")},
 			{ls(upSb(qsb2, 10*sec), qa2), lines("probe", "report Running app=running", "finish")},
-		},
+		}),
 	}, {
 		name: "pod-level change: the old pod's files not removed, no new sandbox yet",
 		pod:  q,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(qsb, qa), lines("list")},
-			{ls(qsb, qa), lines("probe", "report Running app=running", "finish")},
+		turns: slices.Concat(adopt("report Running app=running", qsb, qa), []turn{
 			{desire{q2}, lines()},
 			{beginAt(10 * sec), lines("list")},
 			{ls(qsb, qa), lines("event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 30s")},
@@ -270,14 +252,11 @@ func TestPlanChange(t *testing.T) {
 			{beginAt(11 * sec), lines("list")},
 			{ls(), lines("create-sandbox uid2")},
 			{made(qsb2), lines("check-image app")},
-		},
+		}),
 	}, {
 		name: "a container added, one removed: the new one started, the old one stopped and removed",
 		pod:  r,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(rsb, ra1, rb1), lines("list")},
-			{ls(rsb, ra1, rb1), lines("probe", "report Running a=running b=running", "finish")},
+		turns: slices.Concat(adopt("report Running a=running b=running", rsb, ra1, rb1), []turn{
 			{desire{r2}, lines()},
 			{beginAt(sec), lines("list")},
 			{ls(rsb, ra1, rb1), lines("check-image c")},
@@ -285,7 +264,7 @@ func TestPlanChange(t *testing.T) {
 			{startOK(rc1), lines("event Normal Started c: Started container c (c-1)", "event Normal Killing b: Stopping container b", "stop+remove b-1 30s")},
 			{stopOK(), lines("list")},
 			{ls(rsb, ra1, rc1), lines("probe", "report Running a=running c=running", "finish")},
-		},
+		}),
 	}})
 }
 
@@ -770,28 +749,27 @@ func TestPlanSandbox(t *testing.T) {
 func TestPlanRemove(t *testing.T) {
 	p := withUID(mkPod(t, podSpec{grace: 10}), "1")
 	sb, a1 := sbRec(p, "sb1"), ctr(p, "sb1", "app", "app-1", 0)
-	adopted := []turn{
-		{beginAt(0), lines("list")},
-		{ls(sb, a1), lines("list")},
-		{ls(sb, a1), lines("probe", "report Running app=running", "finish")},
+	// removal is the turns of the pod, adopted, then removed, up to the
+	// removal of its files.
+	removal := slices.Concat(adopt("report Running app=running", sb, a1), []turn{
 		{desire{nil}, lines()},
 		{beginAt(10 * sec), lines("list")},
 		{ls(sb, a1), lines("event Normal Killing: Stopping pod: its manifest was removed", "probe", "event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 10s")},
 		{stopOK(), lines("remove-files uid1 (all)")},
-	}
+	})
 	runScenarios(t, []scenario{{
 		name: "removed: all stopped with the pod's grace, its files removed, forgotten, gone",
 		pod:  p,
-		turns: slices.Concat(adopted, []turn{
+		turns: slices.Concat(removal, []turn{
 			{filesOK("uid1"), lines("forget", "finish gone")},
 		}),
 	}, {
 		name: "removed: files that cannot be removed keep the pod from going",
 		pod:  p,
-		turns: slices.Concat(adopted, []turn{
+		turns: slices.Concat(removal, []turn{
 			{filesFailed("uid1", errors.New("device busy")), lines("forget", "finish err=removing the files of pod kube-system/web-n: device busy")},
 			{beginAt(11 * sec), lines("list")},
-			{ls(), lines("probe", "stop+remove ")},
+			{ls(), lines("probe", "stop+remove nothing")},
 			{stopOK(), lines("remove-files uid1 (all)")},
 			{filesOK("uid1"), lines("forget", "finish gone")},
 		}),
@@ -814,27 +792,21 @@ func TestPlanHalt(t *testing.T) {
 	runScenarios(t, []scenario{{
 		name: "halted: NodeShutdown, stopped within the limit and kept, reported Failed; no pass begins",
 		pod:  p,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(sb, a1), lines("list")},
-			{ls(sb, a1), lines("probe", "report Running app=running", "finish")},
+		turns: slices.Concat(adopt("report Running app=running", sb, a1), []turn{
 			{haltAt{10 * sec, 20 * sec}, lines("list")},
 			{ls(sb, a1), lines("probe", "event Normal NodeShutdown: Pod was terminated in response to imminent node shutdown.", "event Normal Killing app: Stopping container app", "stop sb1 2s, app-1 20s")},
 			{stopOK(), lines("list")},
 			{ls(sbx, a1x), lines("report Failed(Terminated) app=Error(143)", "finish")},
 			{beginAt(20 * sec), lines()},
-		},
+		}),
 	}, {
 		name: "halted while being removed: stopped, no status",
 		pod:  p,
-		turns: []turn{
-			{beginAt(0), lines("list")},
-			{ls(sb, a1), lines("list")},
-			{ls(sb, a1), lines("probe", "report Running app=running", "finish")},
+		turns: slices.Concat(adopt("report Running app=running", sb, a1), []turn{
 			{desire{nil}, lines()},
 			{haltAt{10 * sec, 20 * sec}, lines("list")},
 			{ls(sb, a1), lines("probe", "event Normal Killing app: Stopping container app", "stop sb1 2s, app-1 20s")},
 			{stopOK(), lines("finish")},
-		},
+		}),
 	}})
 }
