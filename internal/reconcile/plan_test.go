@@ -241,7 +241,7 @@ func TestPlanChange(t *testing.T) {
 			{ls(upSb(qsb2, 10*sec), qa2), lines("probe", "report Running app=running", "finish")},
 		}),
 	}, {
-		name: "pod-level change: the old pod's files not removed, no new sandbox yet",
+		name: "pod-level change: the old pod's files not removed: the pass fails; the next makes the new sandbox, leaving the files to the sweep",
 		pod:  q,
 		turns: slices.Concat(adopt("report Running app=running", qsb, qa), []turn{
 			{desire{q2}, lines()},
