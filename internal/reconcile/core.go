@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
@@ -82,6 +84,19 @@ type waitingState struct {
 	reason, message string
 	failures        int       // failed starts in a row
 	retryAt         time.Time // no new start before this
+	// hash is the spec (ContainerHash) the failures are of: a new spec
+	// starts without their backoff, as the kubelet keys its backoff by
+	// the container's spec.
+	hash string
+}
+
+// failedStarts returns the failed starts of container ctr's current spec.
+func (m containerMemory) failedStarts(ctr *v1.Container) waitingState {
+	w := m.waiting[ctr.Name]
+	if w.failures > 0 && w.hash != pod.ContainerHash(ctr) {
+		return waitingState{}
+	}
+	return w
 }
 
 func newCore(key pod.Key, b Backoff, hostIP string) *podCore {

@@ -40,7 +40,7 @@ type convergePass struct {
 func (c *podCore) converge(out []action, p *pod.Pod, sb pod.Record, v view, then func([]action, time.Duration, error) []action) []action {
 	g := &convergePass{c: c, p: p, sb: sb, v: v, now: c.now, then: then}
 	g.terminal = c.terminal(p, v, sb.ID)
-	g.initialized = initDone(p, sb, v)
+	g.initialized = initDone(p, sb, v, c.started)
 	if g.initialized {
 		return g.apps(out)
 	}
@@ -66,11 +66,17 @@ func (g *convergePass) inits(out []action, i int) []action {
 		current := len(recs) > 0 && recs[0].Hash == pod.ContainerHash(ctr)
 		if isSidecar(ctr) {
 			if current && recs[0].State == pod.TaskRunning {
-				continue
+				if g.c.started(ctr, recs[0].ID) {
+					continue
+				}
+				// What follows a sidecar waits for its startup probe, as
+				// with the kubelet; its verdict brings the next look.
+				g.justInitialized = false
+				return g.apps(out)
 			}
 			next := i + 1
 			return g.keep(out, ctr, pod.KindInit, v1.RestartPolicyAlways, func(out []action, ok bool) []action {
-				if ok {
+				if ok && ctr.StartupProbe == nil {
 					return g.inits(out, next)
 				}
 				g.justInitialized = false
@@ -212,7 +218,12 @@ func (g *convergePass) apply(out []action, ctr *v1.Container, kind pod.Container
 // start starts container ctr, its image pulled first when its policy says.
 func (g *convergePass) start(out []action, ctr *v1.Container, kind pod.ContainerKind, st step, k func([]action, error) []action) []action {
 	c := g.c
-	if retry := c.mem.waiting[ctr.Name].retryAt; retry.After(c.now) {
+	if c.halted {
+		// The node is shutting down: nothing starts, and the pod's halt
+		// stops what runs.
+		return k(out, &retryLater{at: c.now})
+	}
+	if retry := c.mem.failedStarts(ctr).retryAt; retry.After(c.now) {
 		return k(out, &retryLater{at: retry})
 	}
 	return g.ensureImage(out, ctr, func(out []action, err error) []action {
@@ -266,7 +277,8 @@ func (g *convergePass) ensureImage(out []action, ctr *v1.Container, k func([]act
 		}
 		// Keep the failure count for the backoff; the last failure's
 		// message goes, so the next failure is told as an event again.
-		c.mem.waiting[ctr.Name] = waitingState{reason: "ContainerCreating", failures: c.mem.waiting[ctr.Name].failures}
+		failed := c.mem.failedStarts(ctr)
+		c.mem.waiting[ctr.Name] = waitingState{reason: "ContainerCreating", failures: failed.failures, hash: failed.hash}
 		// The report is only for the status shown during the pull: a
 		// failed listing leaves the previous one, and the pass's own
 		// report follows.
@@ -297,7 +309,7 @@ func (g *convergePass) ensureImage(out []action, ctr *v1.Container, k func([]act
 // not pulled again every second. The error it returns is a retryLater.
 func (c *podCore) startFailed(out []action, p *pod.Pod, ctr *v1.Container, err error) ([]action, error) {
 	reason := pod.WaitingReason(err, "CreateContainerError")
-	cur := c.mem.waiting[ctr.Name]
+	cur := c.mem.failedStarts(ctr)
 	if cur.message != err.Error() {
 		out = append(out, c.event(c.now, ctr.Name, pod.EventWarning, "Failed", err.Error()))
 	}
@@ -307,7 +319,7 @@ func (c *podCore) startFailed(out []action, p *pod.Pod, ctr *v1.Container, err e
 		reason = "ImagePullBackOff"
 		out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", ctr.Image)))
 	}
-	c.mem.waiting[ctr.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: retry}
+	c.mem.waiting[ctr.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: retry, hash: pod.ContainerHash(ctr)}
 	return out, &retryLater{at: retry, err: fmt.Errorf("starting container %q of pod %s: %w", ctr.Name, p, err)}
 }
 
@@ -338,9 +350,14 @@ func (c *podCore) postStart(out []action, rec pod.Record, req pod.ContainerReque
 		case h.err == nil:
 			return k(nil, nil)
 		case h.abandoned:
-			// The spec changed under the hook: the next look replaces or
-			// removes the container.
-			return k([]action{note{msg: "postStart hook abandoned: the pod changed", args: []any{"container", ctr.Name}}}, &retryLater{at: c.now})
+			// The spec changed under the hook, or the node is shutting
+			// down: the next look replaces or removes the container, or
+			// the halt stops it.
+			why := "the pod changed"
+			if c.halted {
+				why = "the node is shutting down"
+			}
+			return k([]action{note{msg: "postStart hook abandoned: " + why, args: []any{"container", ctr.Name}}}, &retryLater{at: c.now})
 		}
 		out := []action{
 			c.event(c.now, ctr.Name, pod.EventWarning, "FailedPostStartHook", h.msg),
@@ -502,9 +519,10 @@ func (g *convergePass) finish(out []action) []action {
 }
 
 // initDone tells whether the pod's init containers have all succeeded in
-// sandbox sb, sidecars counting once running. A sandbox with app containers
-// was initialised, even if the init containers' records are gone.
-func initDone(p *pod.Pod, sb pod.Record, v view) bool {
+// sandbox sb, sidecars counting once running and started (as started
+// says). A sandbox with app containers was initialised, even if the init
+// containers' records are gone.
+func initDone(p *pod.Pod, sb pod.Record, v view, started func(c *v1.Container, id string) bool) bool {
 	for i := range p.Spec.Containers {
 		if len(v.in(sb.ID, p.Spec.Containers[i].Name)) > 0 {
 			return true
@@ -516,7 +534,7 @@ func initDone(p *pod.Pod, sb pod.Record, v view) bool {
 		switch {
 		case len(recs) == 0:
 			return false
-		case isSidecar(c) && recs[0].State != pod.TaskRunning:
+		case isSidecar(c) && (recs[0].State != pod.TaskRunning || !started(c, recs[0].ID)):
 			return false
 		case !isSidecar(c) && (recs[0].State != pod.TaskExited || recs[0].ExitCode != 0):
 			return false

@@ -36,38 +36,52 @@ func (c *podCore) beginRemove() []action {
 			out = append(out, c.event(c.now, "", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed"))
 		}
 		out = append(out, probe{})
+		if len(l.recs) == 0 {
+			return c.removeFiles(out, nil)
+		}
 		out = append(out, c.killing(l.recs)...)
 		return c.await(out, c.stopAll(l.recs, c.grace(), nil, true), func(o outcome) []action {
 			out, err := c.stoppedOutcome(o)
 			if err != nil {
 				return done(out, 0, err)
 			}
-			if c.filesLeft == nil {
-				c.filesLeft = map[string]bool{}
-			}
-			for _, r := range l.recs {
-				c.filesLeft[r.PodUID] = true
-			}
-			uids := make([]string, 0, len(c.filesLeft))
-			for uid := range c.filesLeft {
-				uids = append(uids, uid)
-			}
-			slices.Sort(uids)
-			return c.await(out, removeFiles{uids: uids, all: true}, func(o outcome) []action {
-				fr := o.(filesRemoved)
-				var errs []error
-				for _, uid := range fr.done {
-					delete(c.filesLeft, uid)
-				}
-				for _, uid := range uids {
-					if err := fr.failed[uid]; err != nil {
-						errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", c.key, err))
-					}
-				}
-				err := errors.Join(errs...)
-				return append([]action{forget{}}, finish{err: err, gone: err == nil})
-			})
+			return c.removeFiles(out, l.recs)
 		})
+	})
+}
+
+// removeFiles ends a remove pass: the files of the sandboxes of recs, and
+// of those a pass before failed to remove, go; then the pod's status.
+func (c *podCore) removeFiles(out []action, recs []pod.Record) []action {
+	if c.filesLeft == nil {
+		c.filesLeft = map[string]bool{}
+	}
+	for _, r := range recs {
+		c.filesLeft[r.PodUID] = true
+	}
+	uids := make([]string, 0, len(c.filesLeft))
+	for uid := range c.filesLeft {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	gone := func(out []action, err error) []action {
+		return append(out, forget{}, finish{err: err, gone: err == nil})
+	}
+	if len(uids) == 0 {
+		return gone(out, nil)
+	}
+	return c.await(out, removeFiles{uids: uids, all: true}, func(o outcome) []action {
+		fr := o.(filesRemoved)
+		var errs []error
+		for _, uid := range fr.done {
+			delete(c.filesLeft, uid)
+		}
+		for _, uid := range uids {
+			if err := fr.failed[uid]; err != nil {
+				errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", c.key, err))
+			}
+		}
+		return gone(nil, errors.Join(errs...))
 	})
 }
 

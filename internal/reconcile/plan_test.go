@@ -378,15 +378,19 @@ spec:
 		},
 	}, {
 		name: "a sidecar with a startup probe holds back the app until it has started",
-		skip: "kubelet divergence: a sidecar's startup probe does not hold back what follows it (plan_converge.go inits and " +
-			"initDone look at running only); the kubelet's computeInitContainerActions waits for the probe to succeed",
-		pod: pp,
+		pod:  pp,
 		turns: []turn{
 			{beginAt(0), lines("list")},
 			{ls(), lines("create-sandbox uid1")},
 			{made(psb), lines("check-image s")},
 			{checked(false), lines(`event Normal Pulled s: Container image "busybox:1.36" already present on machine`, "start init/s#0 in sb1")},
 			{startOK(ps1), lines("event Normal Started s: Started container s (s-1)", "start-sandbox sb1")},
+			{sbStarted(upSb(psb, 0)), lines("list")},
+			{ls(upSb(psb, 0), ps1), lines("probe s", "report Pending s=running...", "finish")},
+			// The startup probe succeeds: the next look starts the app.
+			{verdict{"s-1", pod.Startup, pod.ProbeSuccess}, lines("changed")},
+			{beginAt(sec), lines("list")},
+			{ls(upSb(psb, 0), ps1), lines("check-image app")},
 		},
 	}, {
 		name: "the pod done: its sidecar stopped, then its sandbox",
@@ -481,9 +485,7 @@ func TestPlanStartFailure(t *testing.T) {
 		},
 	}, {
 		name: "a new spec for a container waiting out a failed pull is tried at once",
-		skip: "kubelet divergence: the failed start's backoff (waiting.retryAt) outlives a new spec of the container " +
-			"(plan_converge.go start); the kubelet keys its pull backoff by pod UID and image, so a fixed image is pulled at once",
-		pod: p,
+		pod:  p,
 		turns: []turn{
 			{beginAt(0), lines("list")},
 			{ls(sb), lines("check-image app")},
@@ -563,15 +565,13 @@ func TestPlanHooks(t *testing.T) {
 		turns: slices.Concat(started, []turn{
 			{haltFlag(true), lines()},
 			{askObsolete{}, lines("obsolete")},
-			{hookAbandoned(), lines("note postStart hook abandoned: the pod changed", "list")},
+			{hookAbandoned(), lines("note postStart hook abandoned: the node is shutting down", "list")},
 			{ls(sb, a1), lines("probe", "report Running a=running", "finish again=1ms")},
 			{beginAt(time.Millisecond), lines()},
 		}),
 	}, {
 		name: "a node shutdown during a postStart hook starts no more containers",
-		skip: "kubelet divergence: a pass under way when the node shuts down goes on starting containers " +
-			"(plan_converge.go start does not look at c.halted); the kubelet cancels a pod's sync once its termination is requested",
-		pod: two,
+		pod:  two,
 		turns: []turn{
 			{beginAt(0), lines("list")},
 			{ls(tsb), lines("check-image a")},
@@ -769,8 +769,7 @@ func TestPlanRemove(t *testing.T) {
 		turns: slices.Concat(removal, []turn{
 			{filesFailed("uid1", errors.New("device busy")), lines("forget", "finish err=removing the files of pod kube-system/web-n: device busy")},
 			{beginAt(11 * sec), lines("list")},
-			{ls(), lines("probe", "stop+remove nothing")},
-			{stopOK(), lines("remove-files uid1 (all)")},
+			{ls(), lines("probe", "remove-files uid1 (all)")},
 			{filesOK("uid1"), lines("forget", "finish gone")},
 		}),
 	}, {

@@ -77,6 +77,12 @@ func (c *podCore) unhealthy(id string) pod.ProbeType {
 	return ""
 }
 
+// started tells whether container ctr, running as id, counts as started:
+// it has no startup probe, or that probe succeeded.
+func (c *podCore) started(ctr *v1.Container, id string) bool {
+	return ctr.StartupProbe == nil || c.probes.results[id].startup == pod.ProbeSuccess
+}
+
 // setProbes hands the prober the running containers of sandbox sb that
 // have probes, and forgets the results of containers no longer running.
 func (c *podCore) setProbes(out []action, p *pod.Pod, v view, sb pod.Record) []action {

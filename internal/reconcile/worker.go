@@ -249,10 +249,7 @@ func (w *worker) postStart(ctx context.Context, a postStart) hookRan {
 	for {
 		select {
 		case h := <-res:
-			if h.err != nil && ctx.Err() == nil && hctx.Err() != nil {
-				h.abandoned = true
-				w.log.Info("postStart hook abandoned: the pod changed", "container", a.req.Container.Name)
-			}
+			h.abandoned = h.err != nil && ctx.Err() == nil && hctx.Err() != nil
 			return h
 		case <-w.box.ready:
 			w.take()
