@@ -95,14 +95,15 @@ func addToleration(s *v1.PodSpec, t v1.Toleration) {
 
 // sandboxHash covers everything whose change means replacing the whole pod:
 // namespace, name, labels, annotations other than the ones that change on
-// every read or edit, the spec without its app containers, and the app
+// every read or edit and staticlet's own (which say how to run the pod,
+// not what it is), the spec without its app containers, and the app
 // containers' host port mappings (they are set up with the sandbox's
 // network, as CRI's PodSandboxConfig.PortMappings are). The UID is left out:
 // it changes with every edit, also of a container.
 func sandboxHash(p *v1.Pod) string {
 	annotations := map[string]string{}
 	for k, v := range p.Annotations {
-		if k != AnnotationSeen && k != AnnotationHash {
+		if k != AnnotationSeen && k != AnnotationHash && !strings.HasPrefix(k, ownAnnotationPrefix) {
 			annotations[k] = v
 		}
 	}

@@ -98,6 +98,7 @@ func validate(p *v1.Pod, nodeName string) []problem {
 	v.addErrs(apivalidation.ValidateAnnotations(p.Annotations, meta.Child("annotations"))...)
 	v.spec(&p.Spec, field.NewPath("spec"))
 	v.securityAnnotations(p, meta.Child("annotations"))
+	v.ownAnnotations(p, meta.Child("annotations"))
 	return v.problems
 }
 

@@ -1,0 +1,160 @@
+package pod
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// staticlet's own annotations on a pod, in staticlet's domain. They tell
+// staticlet how to run the pod; changing one does not replace the pod.
+const (
+	// AnnotationAfter names the pods (their metadata.name as written, in
+	// the same namespace, comma-separated) this pod needs: it starts once
+	// they are Ready (or a bounded wait is over), and stops before them.
+	AnnotationAfter = "staticlet.io/after"
+	// AnnotationRestartOnChange is "true" (every hostPath volume), or the
+	// comma-separated names of hostPath volumes, whose content a change to
+	// restarts the containers that mount them.
+	AnnotationRestartOnChange = "staticlet.io/restart-on-change"
+)
+
+// ownAnnotationPrefix is the prefix of staticlet's own annotations.
+const ownAnnotationPrefix = "staticlet.io/"
+
+// After returns the names of the pods p needs (AnnotationAfter), as
+// written in their manifests, without duplicates; nil when it names none.
+func (p *Pod) After() []string {
+	return splitList(p.Annotations[AnnotationAfter])
+}
+
+// RestartOnChange returns the hostPath volumes of p whose content changes
+// restart the containers that mount them (AnnotationRestartOnChange).
+func (p *Pod) RestartOnChange() []string {
+	val := strings.TrimSpace(p.Annotations[AnnotationRestartOnChange])
+	if val == "" || val == "false" {
+		return nil
+	}
+	if val != "true" {
+		return splitList(val)
+	}
+	var out []string
+	for _, vol := range p.Spec.Volumes {
+		if vol.HostPath != nil {
+			out = append(out, vol.Name)
+		}
+	}
+	return out
+}
+
+// WatchTarget is a file or directory on the host that container Container
+// mounts, from volume Volume: a change to its content restarts it.
+type WatchTarget struct {
+	Container string
+	Volume    string
+	Path      string
+}
+
+// FileChange tells that the content of a watched path of pod Pod, mounted
+// by container Container, changed.
+type FileChange struct {
+	Pod       Key
+	Container string
+	Path      string
+	Time      time.Time
+}
+
+// WatchTargets returns what p's restart-on-change annotation asks to
+// watch: for each container (init containers included), the host paths of
+// the listed volumes it mounts (a subPath's part of it when it mounts
+// one).
+func (p *Pod) WatchTargets() []WatchTarget {
+	vols := p.RestartOnChange()
+	if len(vols) == 0 {
+		return nil
+	}
+	paths := map[string]string{}
+	for _, vol := range p.Spec.Volumes {
+		if vol.HostPath != nil && slices.Contains(vols, vol.Name) {
+			paths[vol.Name] = vol.HostPath.Path
+		}
+	}
+	var out []WatchTarget
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, m := range c.VolumeMounts {
+				path, ok := paths[m.Name]
+				if !ok {
+					continue
+				}
+				if m.SubPath != "" {
+					path = strings.TrimSuffix(path, "/") + "/" + m.SubPath
+				}
+				out = append(out, WatchTarget{Container: c.Name, Volume: m.Name, Path: path})
+			}
+		}
+	}
+	return out
+}
+
+// splitList splits a comma-separated annotation value, dropping empty
+// entries and duplicates.
+func splitList(val string) []string {
+	var out []string
+	for _, s := range strings.Split(val, ",") {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ownAnnotations checks the values of staticlet's own annotations.
+func (v *validator) ownAnnotations(p *v1.Pod, path *field.Path) {
+	for k := range p.Annotations {
+		if strings.HasPrefix(k, ownAnnotationPrefix) && k != AnnotationAfter && k != AnnotationRestartOnChange {
+			v.add(path.Key(k), "unknown staticlet annotation; staticlet knows %s and %s", AnnotationAfter, AnnotationRestartOnChange)
+		}
+	}
+	if val, ok := p.Annotations[AnnotationAfter]; ok {
+		names := splitList(val)
+		if len(names) == 0 {
+			v.add(path.Key(AnnotationAfter), "names no pod: give the metadata.name of the pods this one needs, comma-separated")
+		}
+		for _, n := range names {
+			if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+				v.add(path.Key(AnnotationAfter), "%q is not a pod name: %s", n, strings.Join(msgs, "; "))
+			} else if n == p.Name {
+				v.add(path.Key(AnnotationAfter), "the pod names itself (%q)", n)
+			}
+		}
+	}
+	if val, ok := p.Annotations[AnnotationRestartOnChange]; ok {
+		v.restartOnChange(p, strings.TrimSpace(val), path.Key(AnnotationRestartOnChange))
+	}
+}
+
+// restartOnChange checks the value of AnnotationRestartOnChange: "true",
+// "false", or names of hostPath volumes of p.
+func (v *validator) restartOnChange(p *v1.Pod, val string, path *field.Path) {
+	if val == "true" || val == "false" {
+		return
+	}
+	names := splitList(val)
+	if len(names) == 0 {
+		v.add(path, `is empty: "true" (every hostPath volume), "false", or the names of hostPath volumes, comma-separated`)
+	}
+	for _, n := range names {
+		i := slices.IndexFunc(p.Spec.Volumes, func(vol v1.Volume) bool { return vol.Name == n })
+		switch {
+		case i < 0:
+			v.add(path, "names volume %q, which the pod does not have", n)
+		case p.Spec.Volumes[i].HostPath == nil:
+			v.add(path, "names volume %q, which is not a hostPath volume: only files from the host are watched", n)
+		}
+	}
+}
