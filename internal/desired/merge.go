@@ -122,6 +122,7 @@ func (s *mergeState) add(snap watch.Snapshot) (pods []*pod.Pod, manifests []Mani
 	}
 	slices.SortFunc(snaps, func(a, b watch.Snapshot) int { return cmp.Compare(a.Source, b.Source) })
 	pods, files := watch.Merge(snaps)
+	pods, files = refuseCycles(pods, files)
 	s.logged = logDuplicates(files, s.logged, s.logger)
 	complete = true
 	for _, name := range s.sources {
@@ -132,13 +133,14 @@ func (s *mergeState) add(snap watch.Snapshot) (pods []*pod.Pod, manifests []Mani
 	return pods, manifestResults(snaps, files), complete
 }
 
-// logDuplicates logs each definition Merge ignored, once while it lasts, and
-// returns the set to pass next time.
+// logDuplicates logs each definition Merge ignored, and each pod refused
+// for a cycle, once while it lasts, and returns the set to pass next time.
 func logDuplicates(files []watch.FileResult, logged map[string]bool, logger *slog.Logger) map[string]bool {
 	dups := map[string]bool{}
 	for _, f := range files {
 		var de *watch.DuplicateError
-		if errors.As(f.Err, &de) {
+		var ce *CycleError
+		if errors.As(f.Err, &de) || errors.As(f.Err, &ce) {
 			msg := f.Path + ": " + f.Err.Error()
 			dups[msg] = true
 			if !logged[msg] {
