@@ -29,13 +29,6 @@ func (e *CycleError) Error() string {
 		pod.AnnotationAfter, strings.Join(names, " waits for "))
 }
 
-// DependencyKey is the key of the pod that pod p names in its
-// staticlet.io/after annotation as name: in p's namespace, with the node's
-// name appended as for every static pod.
-func DependencyKey(p *pod.Pod, name string) pod.Key {
-	return pod.Key{Namespace: p.Namespace, Name: pod.FullName(name, p.Spec.NodeName)}
-}
-
 // refuseCycles takes out of pods those whose staticlet.io/after
 // annotations form a cycle among the pods, and gives the files that define
 // them a CycleError. Dependencies on pods that are not in pods are no
@@ -82,8 +75,8 @@ func refuseCycles(pods []*pod.Pod, files []watch.FileResult) ([]*pod.Pod, []watc
 func findCycles(pods map[pod.Key]*pod.Pod) [][]pod.Key {
 	next := func(k pod.Key) []pod.Key {
 		var out []pod.Key
-		for _, name := range pods[k].After() {
-			if d := DependencyKey(pods[k], name); pods[d] != nil {
+		for _, d := range pods[k].AfterKeys() {
+			if pods[d] != nil {
 				out = append(out, d)
 			}
 		}

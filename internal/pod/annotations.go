@@ -32,6 +32,20 @@ func (p *Pod) After() []string {
 	return splitList(p.Annotations[AnnotationAfter])
 }
 
+// AfterKeys returns the keys of the pods p needs (AnnotationAfter): in p's
+// namespace, with the node's name appended as for every static pod.
+func (p *Pod) AfterKeys() []Key {
+	names := p.After()
+	if len(names) == 0 {
+		return nil
+	}
+	out := make([]Key, len(names))
+	for i, n := range names {
+		out[i] = Key{Namespace: p.Namespace, Name: FullName(n, p.Spec.NodeName)}
+	}
+	return out
+}
+
 // RestartOnChange returns the hostPath volumes of p whose content changes
 // restart the containers that mount them (AnnotationRestartOnChange).
 func (p *Pod) RestartOnChange() []string {

@@ -72,6 +72,11 @@ type (
 	forget struct{}
 	// probe hands the prober the pod's probe targets (none: stop probing).
 	probe struct{ targets []pod.ProbeTarget }
+	// watchFiles hands the file watcher the files whose changes restart
+	// the pod's containers (none: stop watching).
+	watchFiles struct{ targets []pod.WatchTarget }
+	// readiness tells the loop the pod became Ready, or stopped being.
+	readiness struct{ ready bool }
 	// note is a line for the log.
 	note struct {
 		warn bool
@@ -112,6 +117,8 @@ func (emit) isAction()            {}
 func (report) isAction()          {}
 func (forget) isAction()          {}
 func (probe) isAction()           {}
+func (watchFiles) isAction()      {}
+func (readiness) isAction()       {}
 func (note) isAction()            {}
 func (finish) isAction()          {}
 

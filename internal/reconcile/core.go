@@ -40,9 +40,9 @@ type podCore struct {
 	// logs, cgroups) are still to be removed: a failed removal is tried
 	// again on the next pass, which no longer finds their containers.
 	filesLeft map[string]bool
-	// arrived holds the images that became present since the last pass,
-	// by full name.
-	arrived map[string]bool
+	// order is what orders the pod's start after others', and theirs
+	// after its.
+	order podOrder
 	// hook is the postStart hook under way, if any.
 	hook *runningHook
 	// now is the time of the latest input.
@@ -58,6 +58,12 @@ type containerMemory struct {
 	streaks  map[string]*streak // restart backoff
 	waiting  map[string]waitingState
 	attempts map[string]int // restart counts carried across a sandbox re-creation
+	// arrived holds the images that became present since the last pass,
+	// by full name.
+	arrived map[string]bool
+	// changed holds, by container name, a mounted file whose content
+	// changed (restart-on-change): the container restarts.
+	changed map[string]string
 }
 
 // sandboxMemory is what the core remembers of the pod's sandbox.
@@ -102,7 +108,9 @@ func (m containerMemory) failedStarts(ctr *v1.Container) waitingState {
 func newCore(key pod.Key, b Backoff, hostIP string) *podCore {
 	return &podCore{
 		key: key, backoff: b, hostIP: hostIP,
-		mem:    containerMemory{streaks: map[string]*streak{}, waiting: map[string]waitingState{}, attempts: map[string]int{}},
+		mem: containerMemory{streaks: map[string]*streak{}, waiting: map[string]waitingState{}, attempts: map[string]int{},
+			changed: map[string]string{}},
+		order:  podOrder{limit: defaultAfterWait},
 		probes: probeMemory{results: map[string]probeState{}, killed: map[string]bool{}},
 	}
 }
@@ -113,11 +121,11 @@ func (c *podCore) setDesired(p *pod.Pod) { c.desired = p }
 // imagesArrived notes images that became present; their waiting
 // containers start at the next pass without waiting out their backoff.
 func (c *podCore) imagesArrived(names []string) {
-	if c.arrived == nil {
-		c.arrived = map[string]bool{}
+	if c.mem.arrived == nil {
+		c.mem.arrived = map[string]bool{}
 	}
 	for _, n := range names {
-		c.arrived[n] = true
+		c.mem.arrived[n] = true
 	}
 }
 

@@ -20,8 +20,8 @@ func waitsForImage(reason string) bool {
 // arrived start now rather than after their backoff. The failure count
 // stays, so that if the start fails again its backoff goes on growing.
 func (c *podCore) retryArrived(p *pod.Pod) []action {
-	arrived := c.arrived
-	c.arrived = nil
+	arrived := c.mem.arrived
+	c.mem.arrived = nil
 	if len(arrived) == 0 {
 		return nil
 	}

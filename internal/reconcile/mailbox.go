@@ -23,6 +23,10 @@ type (
 	resumeMsg struct{}
 	// pokeMsg asks for a look at the pod.
 	pokeMsg struct{}
+	// depsMsg tells whether each pod the pod starts after is Ready.
+	depsMsg struct{ ready map[string]bool }
+	// fileMsg tells that a file a container of the pod mounts changed.
+	fileMsg struct{ change pod.FileChange }
 )
 
 func (desiredMsg) isMessage() {}
@@ -31,6 +35,8 @@ func (imagesMsg) isMessage()  {}
 func (haltMsg) isMessage()    {}
 func (resumeMsg) isMessage()  {}
 func (pokeMsg) isMessage()    {}
+func (depsMsg) isMessage()    {}
+func (fileMsg) isMessage()    {}
 
 // mailbox is a worker's queue of messages: sending never blocks, whatever
 // the worker is doing, and the worker takes them all at once.

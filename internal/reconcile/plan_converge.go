@@ -132,7 +132,20 @@ func (g *convergePass) apps(out []action) []action {
 func (g *convergePass) keep(out []action, ctr *v1.Container, kind pod.ContainerKind, policy v1.RestartPolicy, k func([]action, bool) []action) []action {
 	c := g.c
 	recs := g.v.in(g.sb.ID, ctr.Name)
-	if len(recs) > 0 && recs[0].State == pod.TaskRunning && recs[0].Hash == pod.ContainerHash(ctr) {
+	running := len(recs) > 0 && recs[0].State == pod.TaskRunning && recs[0].Hash == pod.ContainerHash(ctr)
+	if path, ok := c.mem.changed[ctr.Name]; ok {
+		delete(c.mem.changed, ctr.Name)
+		if running {
+			return c.restartChanged(out, g.p, ctr, recs[0], path, func(out []action, err error) []action {
+				if err != nil {
+					g.errs = append(g.errs, err)
+				}
+				g.later(g.now)
+				return k(out, false)
+			})
+		}
+	}
+	if running {
 		if typ := c.unhealthy(recs[0].ID); typ != "" {
 			return c.killUnhealthy(out, g.p, ctr, recs[0], typ, func(out []action, err error) []action {
 				if err != nil {
@@ -420,6 +433,21 @@ func (c *podCore) killUnhealthy(out []action, p *pod.Pod, ctr *v1.Container, r p
 	return c.stopOne(out, r, grace, p, func(out []action, err error) []action {
 		if err != nil {
 			err = fmt.Errorf("stopping container %q of pod %s after its %s probe failed: %w", ctr.Name, p, kind, err)
+		}
+		return k(out, err)
+	})
+}
+
+// restartChanged stops running container r of ctr, a file it mounts
+// (path) having changed, with the pod's grace period; it restarts as after
+// a failed liveness probe: unless its restart policy is Never.
+func (c *podCore) restartChanged(out []action, p *pod.Pod, ctr *v1.Container, r pod.Record, path string, k func([]action, error) []action) []action {
+	out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Killing",
+		fmt.Sprintf("Container %s: the content of %s, which it mounts, changed (%s); it will be restarted", ctr.Name, path, pod.AnnotationRestartOnChange)))
+	c.probes.killed[r.ID] = true
+	return c.stopOne(out, r, podGrace(p), p, func(out []action, err error) []action {
+		if err != nil {
+			err = fmt.Errorf("stopping container %q of pod %s after %s changed: %w", ctr.Name, p, path, err)
 		}
 		return k(out, err)
 	})

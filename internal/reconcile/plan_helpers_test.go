@@ -27,8 +27,12 @@ type scenario struct {
 	pod  *pod.Pod // desired from the start; nil: none
 	// skip, when not empty, says why the scenario does not run: the core
 	// does what the kubelet does not, and the turns say what it should do.
-	skip  string
-	turns []turn
+	skip string
+	// ordering, when set, shows the readiness the core tells the loop
+	// ("ready", "unready"), which orders other pods' starts and stops;
+	// other scenarios leave those lines out.
+	ordering bool
+	turns    []turn
 }
 
 // turn is one input and the actions it must return, rendered. A wanted
@@ -57,6 +61,8 @@ type player struct {
 	t   *testing.T
 	c   *podCore
 	now time.Time
+	// ordering shows readiness lines (scenario.ordering).
+	ordering bool
 	// pending is the I/O action whose outcome the core waits for; nil
 	// between passes.
 	pending action
@@ -76,7 +82,7 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 			}
 			c := newCore(key, testBackoff, "10.0.0.5")
 			c.setDesired(sc.pod)
-			pl := &player{t: t, c: c, now: t0}
+			pl := &player{t: t, c: c, now: t0, ordering: sc.ordering}
 			for i, tu := range sc.turns {
 				got := pl.feedSafely(tu.in)
 				if printTurns {
@@ -140,7 +146,12 @@ func (pl *player) acts(acts []action) []string {
 	out := make([]string, 0, len(acts))
 	pl.pending = nil
 	for i, a := range acts {
-		out = append(out, render(a))
+		if _, ok := a.(readiness); ok && !pl.ordering {
+			continue
+		}
+		if line := render(a); line != "" {
+			out = append(out, line)
+		}
 		last := i == len(acts)-1
 		_, isFinish := a.(finish)
 		switch {
@@ -234,6 +245,20 @@ func render(a action) string {
 			names = append(names, tg.Container.Name)
 		}
 		return strings.TrimSpace("probe " + strings.Join(names, ","))
+	case watchFiles:
+		if len(a.targets) == 0 {
+			return "" // said on every report: only a list is worth a line
+		}
+		names := make([]string, 0, len(a.targets))
+		for _, tg := range a.targets {
+			names = append(names, tg.Container+":"+tg.Path)
+		}
+		return "watch " + strings.Join(names, ",")
+	case readiness:
+		if a.ready {
+			return "ready"
+		}
+		return "unready"
 	case note:
 		if a.warn {
 			return "warn " + a.msg

@@ -35,7 +35,7 @@ func (c *podCore) beginRemove() []action {
 		if len(l.recs) > 0 {
 			out = append(out, c.event(c.now, "", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed"))
 		}
-		out = append(out, probe{})
+		out = append(out, probe{}, watchFiles{})
 		if len(l.recs) == 0 {
 			return c.removeFiles(out, nil)
 		}
@@ -96,7 +96,7 @@ func (c *podCore) beginHalt(limit time.Duration) []action {
 		if l.err != nil {
 			return done(nil, 0, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", c.key, l.err))
 		}
-		out := []action{probe{}}
+		out := []action{probe{}, watchFiles{}}
 		grace := c.grace()
 		if p != nil {
 			grace = podGrace(p)
@@ -121,7 +121,7 @@ func (c *podCore) beginHalt(limit time.Duration) []action {
 				sb, _ := v.current(p)
 				st := buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now})
 				shutDownStatus(&st.Status, c.now)
-				return done([]action{report{pod: st}}, 0, err)
+				return done(c.reportStatus(nil, st), 0, err)
 			})
 		})
 	})

@@ -110,6 +110,17 @@ func (c *podCore) syncCreate(out []action, s *syncPass) []action {
 		return c.syncContainers(out, s)
 	}
 	p := s.p
+	wait, out := c.awaitDeps(out, p)
+	if wait {
+		due := max(c.order.since.Add(c.order.limit).Sub(c.now), time.Millisecond)
+		return c.relist(out, p, pod.Record{}, func(out []action, err error) []action { return c.endSync(out, p, due, err) })
+	}
+	return c.create(out, s)
+}
+
+// create makes the pod's sandbox.
+func (c *podCore) create(out []action, s *syncPass) []action {
+	p := s.p
 	c.sb.retry.attempted()
 	return c.await(out, createSandbox{pod: p}, func(o outcome) []action {
 		m := o.(sandboxMade)
@@ -199,8 +210,8 @@ func (c *podCore) relist(out []action, p *pod.Pod, sb pod.Record, k func(out []a
 			sb = cur
 		}
 		out := c.setProbes(nil, p, v, sb)
-		out = append(out, report{pod: c.status(p, v, sb)})
-		return k(out, nil)
+		out = append(out, watchFiles{targets: p.WatchTargets()})
+		return k(c.reportStatus(out, c.status(p, v, sb)), nil)
 	})
 }
 

@@ -28,6 +28,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,6 +107,13 @@ type Config struct {
 	// (imported from files): containers waiting for one of them retry at
 	// once instead of after their backoff. Nil when nothing sends.
 	ImagesArrived <-chan []string
+	// Watcher watches the files whose changes restart containers; none
+	// are watched when nil. Its changes come on FileChanges.
+	Watcher     FileWatcher
+	FileChanges <-chan pod.FileChange
+	// AfterWait is the longest a pod waits for the pods it starts after
+	// (staticlet.io/after) to be Ready; 2 minutes by default.
+	AfterWait time.Duration
 }
 
 // Reconciler runs the control loop.
@@ -141,6 +149,12 @@ func New(cfg Config) *Reconciler {
 	if cfg.Prober == nil {
 		cfg.Prober = noProber{}
 	}
+	if cfg.Watcher == nil {
+		cfg.Watcher = noWatcher{}
+	}
+	if cfg.AfterWait == 0 {
+		cfg.AfterWait = defaultAfterWait
+	}
 	return &Reconciler{cfg: cfg, requests: make(chan nodeRequest), stopped: make(chan struct{})}
 }
 
@@ -164,9 +178,9 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 	r.heartbeat.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l := &loop{r: r, ctx: ctx, workers: map[pod.Key]*worker{}, done: make(chan *worker), sweeping: make(chan struct{}, 1)}
-	l.wantUIDs.Store(&map[string]bool{})
+	l := newLoop(ctx, r)
 	defer l.wg.Wait()
+	defer l.holds.Stop()
 
 	// Nothing is started or stopped before the sources have been read once.
 	var first []*pod.Pod
@@ -201,14 +215,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		case set := <-desired:
 			l.apply(set)
 		case e := <-exits:
-			if e.ContainerID == "" {
-				l.pokeAll()
-			} else if w, ok := l.workers[e.Pod]; ok {
-				w.box.send(pokeMsg{})
-			} else {
-				// A container of a pod no worker owns: clean it up.
-				l.start(e.Pod, nil)
-			}
+			l.exit(e)
 		case v := <-verdicts:
 			w, ok := l.workers[v.Pod]
 			if !ok {
@@ -218,10 +225,16 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 				r.cfg.Reporter.Event(e)
 			}
 			w.box.send(verdictMsg{v})
-		case w := <-l.done:
-			if l.workers[w.key] == w {
-				delete(l.workers, w.key)
+		case ch := <-r.cfg.FileChanges:
+			if w, ok := l.workers[ch.Pod]; ok {
+				w.box.send(fileMsg{ch})
 			}
+		case n := <-l.readyCh:
+			l.noteReady(n.key, n.ready)
+		case w := <-l.done:
+			l.gone(w)
+		case <-l.holds.C:
+			l.release()
 		case names := <-r.cfg.ImagesArrived:
 			for _, w := range l.workers {
 				w.box.send(imagesMsg{names})
@@ -237,19 +250,42 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 }
 
 // loop is the state of Run's loop, which only Run's goroutine touches:
-// the workers, one per pod, and whether the node is shut down.
+// the workers, one per pod, what orders their starts and stops, and
+// whether the node is shut down.
 type loop struct {
 	r       *Reconciler
 	ctx     context.Context
 	wg      sync.WaitGroup
 	workers map[pod.Key]*worker
-	want    map[pod.Key]*pod.Pod // the desired pods, as last set
-	done    chan *worker         // workers whose goroutines returned
-	halted  bool                 // the node is shutting down: pods stay stopped
+	// pods holds the pods as last desired, those being removed included.
+	pods    map[pod.Key]*pod.Pod
+	done    chan *worker     // workers whose goroutines returned
+	readyCh chan readyNote   // pods whose readiness changed
+	book    *readyBook       // when each pod became Ready
+	held    map[pod.Key]hold // removals waiting for pods that stop first
+	// removing holds the pods whose workers were told to remove them.
+	removing map[pod.Key]bool
+	holds    *time.Timer // fires when the first hold runs out
+	halted   bool        // the node is shutting down: pods stay stopped
 	// wantUIDs are the UIDs of the desired pods, for sweeps running beside
 	// the loop; set before any worker can make files for them.
 	wantUIDs atomic.Pointer[map[string]bool]
 	sweeping chan struct{} // holds a token while a sweep runs
+}
+
+// readyNote tells the loop a pod's readiness changed.
+type readyNote struct {
+	key   pod.Key
+	ready bool
+}
+
+func newLoop(ctx context.Context, r *Reconciler) *loop {
+	l := &loop{r: r, ctx: ctx, workers: map[pod.Key]*worker{}, pods: map[pod.Key]*pod.Pod{}, done: make(chan *worker),
+		readyCh: make(chan readyNote), book: newReadyBook(), held: map[pod.Key]hold{}, removing: map[pod.Key]bool{}, holds: time.NewTimer(time.Hour),
+		sweeping: make(chan struct{}, 1)}
+	l.holds.Stop()
+	l.wantUIDs.Store(&map[string]bool{})
+	return l
 }
 
 // start starts a worker for pod key, desired as p (nil: to be removed).
@@ -257,12 +293,22 @@ func (l *loop) start(key pod.Key, p *pod.Pod) {
 	w := newWorker(key, &l.r.cfg)
 	w.core.setDesired(p)
 	w.pending = true
+	if p != nil {
+		w.core.setDeps(depsOf(p, l.book))
+	}
+	w.notify = func(ready bool) {
+		select {
+		case l.readyCh <- readyNote{key, ready}:
+		case <-l.ctx.Done():
+		}
+	}
 	if l.halted {
 		// Started while the node is shut down: it starts nothing.
 		w.order = carriedOut()
 		w.core.setHalted(true)
 	}
 	l.workers[key] = w
+	l.removing[key] = p == nil
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -275,7 +321,8 @@ func (l *loop) start(key pod.Key, p *pod.Pod) {
 }
 
 // apply hands every worker its pod from a new desired set, starting
-// workers for new pods and telling the others' to remove theirs.
+// workers for new pods, and has the pods no longer desired removed, in
+// order.
 func (l *loop) apply(set []*pod.Pod) {
 	want := make(map[pod.Key]*pod.Pod, len(set))
 	uids := make(map[string]bool, len(set))
@@ -284,18 +331,132 @@ func (l *loop) apply(set []*pod.Pod) {
 		uids[string(p.UID)] = true
 	}
 	l.wantUIDs.Store(&uids)
-	l.want = want
 	for key, p := range want {
+		l.pods[key] = p
+		delete(l.held, key)
 		if w, ok := l.workers[key]; !ok || !w.box.send(desiredMsg{p}) {
 			l.start(key, p)
 		}
+		l.removing[key] = false
+		l.sendDeps(key)
 	}
-	for key, w := range l.workers {
-		if _, ok := want[key]; !ok {
-			if !w.box.send(desiredMsg{nil}) {
-				delete(l.workers, key)
-			}
+	var removed []pod.Key
+	for key := range l.workers {
+		if _, ok := want[key]; !ok && !l.removing[key] && l.held[key].before == nil {
+			removed = append(removed, key)
 		}
+	}
+	l.remove(removed)
+}
+
+// exit has the worker of the pod of a task that exited look again.
+func (l *loop) exit(e pod.TaskExit) {
+	switch w, ok := l.workers[e.Pod]; {
+	case e.ContainerID == "":
+		l.pokeAll()
+	case ok:
+		w.box.send(pokeMsg{})
+	default:
+		// A container of a pod no worker owns: clean it up.
+		l.start(e.Pod, nil)
+	}
+}
+
+// remove has the pods of keys removed: each once the pods that stop before
+// it are gone (stopsBefore), or its hold runs out.
+func (l *loop) remove(keys []pod.Key) {
+	var stopping []pod.Key // the pods being removed, or about to be
+	for key := range l.workers {
+		if l.removing[key] || slices.Contains(keys, key) || l.held[key].before != nil {
+			stopping = append(stopping, key)
+		}
+	}
+	now := time.Now()
+	for _, key := range keys {
+		before := stopsBefore(key, stopping, l.pods, l.book)
+		if len(before) == 0 {
+			l.tellRemove(key)
+			continue
+		}
+		l.held[key] = hold{before: before, until: now.Add(maxGrace(before, l.pods) + holdSlack)}
+		l.r.cfg.Logger.Info("pod stops after others", "pod", key.String(), "after", fmt.Sprint(before))
+	}
+	l.release()
+}
+
+// tellRemove tells the worker of key to remove its pod.
+func (l *loop) tellRemove(key pod.Key) {
+	delete(l.held, key)
+	w, ok := l.workers[key]
+	if !ok {
+		return
+	}
+	if !w.box.send(desiredMsg{nil}) {
+		delete(l.workers, key)
+		return
+	}
+	l.removing[key] = true
+}
+
+// release removes the held pods whose turn came: those they waited for are
+// gone, or the hold ran out. It arms the timer for the next to run out.
+func (l *loop) release() {
+	now := time.Now()
+	var next time.Time
+	for key, h := range l.held {
+		left := slices.DeleteFunc(slices.Clone(h.before), func(k pod.Key) bool { _, ok := l.workers[k]; return !ok })
+		if len(left) == 0 || !now.Before(h.until) {
+			if len(left) > 0 {
+				l.r.cfg.Logger.Warn("pods that stop first are not gone in time; stopping anyway", "pod", key.String(), "waiting for", fmt.Sprint(left))
+			}
+			l.tellRemove(key)
+			continue
+		}
+		l.held[key] = hold{before: left, until: h.until}
+		if next.IsZero() || h.until.Before(next) {
+			next = h.until
+		}
+	}
+	l.holds.Stop()
+	if !next.IsZero() {
+		l.holds.Reset(max(next.Sub(now), time.Millisecond))
+	}
+}
+
+// gone forgets a worker whose goroutine returned, its pod removed.
+func (l *loop) gone(w *worker) {
+	if l.workers[w.key] != w {
+		return
+	}
+	delete(l.workers, w.key)
+	delete(l.pods, w.key)
+	delete(l.removing, w.key)
+	if l.book.ready[w.key] {
+		l.noteReady(w.key, false)
+	}
+	l.book.forget(w.key)
+	l.release()
+}
+
+// noteReady records pod key's readiness and tells the pods that start
+// after it.
+func (l *loop) noteReady(key pod.Key, ready bool) {
+	if !l.book.note(key, ready) {
+		return
+	}
+	for k, p := range l.pods {
+		if slices.Contains(p.AfterKeys(), key) {
+			l.sendDeps(k)
+		}
+	}
+}
+
+// sendDeps tells the worker of key whether the pods its pod starts after
+// are Ready.
+func (l *loop) sendDeps(key pod.Key) {
+	w, ok := l.workers[key]
+	if p := l.pods[key]; ok && p != nil && len(p.After()) > 0 && !l.removing[key] {
+		w.box.send(depsMsg{depsOf(p, l.book)})
 	}
 }
 

@@ -62,9 +62,12 @@ func critical(p *pod.Pod) bool {
 }
 
 // ShutdownNode stops every pod for a node shutdown, as the kubelet's node
-// shutdown manager does: first all regular pods, in parallel, each with
-// its termination grace period cut to regular, preStop hooks included;
-// once they are all gone, the critical pods the same way within critical.
+// shutdown manager does: first all regular pods, each with its
+// termination grace period cut to regular, preStop hooks included; once
+// they are all gone, the critical pods the same way within critical.
+// Within each group the pods stop in the reverse of the order they became
+// Ready, and a pod before those it starts after (staticlet.io/after); one
+// whose turn does not come within its group's grace period stops anyway.
 // From then on no pod is restarted and no new pod started until
 // ResumeNode. Each stopped pod reports phase Failed, reason Terminated. It
 // returns when every pod is stopped, or when ctx ends. It may be called
@@ -83,6 +86,12 @@ func (r *Reconciler) ShutdownNode(ctx context.Context, regular, critical time.Du
 	}
 	r.cfg.Logger.Info("node shutting down: stopping pods, regular ones first", "regular", len(orders.regular), "critical", len(orders.critical),
 		"regular grace", regular, "critical grace", critical)
+	for _, h := range orders.regular {
+		go sequence(ctx, orders.regularTurn, regular, orders.before[h], orders.starts[h])
+	}
+	for _, h := range orders.critical {
+		go sequence(ctx, orders.criticalTurn, critical, orders.before[h], orders.starts[h])
+	}
 	close(orders.regularTurn)
 	err := waitOrders(ctx, orders.regular)
 	// Critical pods go last, and go even if some regular pod failed to stop.
@@ -109,10 +118,15 @@ type nodeRequest struct {
 }
 
 // shutdownOrders are the halt orders the loop handed out, in two groups
-// that start when their turn channel is closed.
+// that start when their turn channel is closed. Within a group, an order
+// begins once the orders in before are carried out (the pods that stop
+// before its pod, see stopsBefore), or its group's grace period is over:
+// starts holds the channel that begins it.
 type shutdownOrders struct {
 	regularTurn, criticalTurn chan struct{}
 	regular, critical         []*haltOrder
+	before                    map[*haltOrder][]*haltOrder
+	starts                    map[*haltOrder]chan struct{}
 }
 
 // serve carries out a node request.
@@ -128,23 +142,59 @@ func (l *loop) serve(req nodeRequest) {
 		return
 	}
 	l.halted = true
-	o := shutdownOrders{regularTurn: make(chan struct{}), criticalTurn: make(chan struct{})}
+	o := shutdownOrders{regularTurn: make(chan struct{}), criticalTurn: make(chan struct{}),
+		before: map[*haltOrder][]*haltOrder{}, starts: map[*haltOrder]chan struct{}{}}
+	orders := map[pod.Key]*haltOrder{}
+	groups := map[bool][]pod.Key{} // by critical
 	for key, w := range l.workers {
-		h := &haltOrder{ctx: req.ctx, grace: req.regular, begin: o.regularTurn, done: make(chan struct{})}
-		crit := critical(l.want[key])
+		start := make(chan struct{})
+		h := &haltOrder{ctx: req.ctx, grace: req.regular, begin: start, done: make(chan struct{})}
+		crit := critical(l.pods[key])
 		if crit {
-			h.grace, h.begin = req.critical, o.criticalTurn
+			h.grace = req.critical
 		}
 		if !w.box.send(haltMsg{h}) {
 			continue
 		}
+		orders[key], o.starts[h] = h, start
+		groups[crit] = append(groups[crit], key)
 		if crit {
 			o.critical = append(o.critical, h)
 		} else {
 			o.regular = append(o.regular, h)
 		}
 	}
+	for _, group := range groups {
+		for _, key := range group {
+			for _, b := range stopsBefore(key, group, l.pods, l.book) {
+				o.before[orders[key]] = append(o.before[orders[key]], orders[b])
+			}
+		}
+	}
 	req.orders <- o
+}
+
+// sequence begins order h (closes start) once its group's turn came and
+// the orders before it are carried out, or limit has passed since the
+// turn, or ctx ended.
+func sequence(ctx context.Context, turn <-chan struct{}, limit time.Duration, before []*haltOrder, start chan<- struct{}) {
+	defer close(start)
+	select {
+	case <-turn:
+	case <-ctx.Done():
+		return
+	}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for _, b := range before {
+		select {
+		case <-b.done:
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // waitOrders waits for every order to be carried out and joins their

@@ -21,9 +21,12 @@ type worker struct {
 	rt     Runtime
 	rep    Reporter
 	prober Prober
+	files  FileWatcher
 	now    func() time.Time
 	log    *slog.Logger
 	box    *mailbox
+	// notify tells the loop the pod's readiness changed.
+	notify func(ready bool)
 
 	// order is the node shutdown order to obey, nil when none is.
 	order *haltOrder
@@ -35,16 +38,20 @@ type worker struct {
 }
 
 func newWorker(key pod.Key, cfg *Config) *worker {
-	return &worker{
+	w := &worker{
 		key:    key,
 		core:   newCore(key, cfg.Backoff, cfg.HostIP),
 		rt:     cfg.Runtime,
 		rep:    cfg.Reporter,
 		prober: cfg.Prober,
+		files:  cfg.Watcher,
 		now:    cfg.Now,
+		notify: func(bool) {},
 		log:    cfg.Logger.With("pod", key.String()),
 		box:    newMailbox(),
 	}
+	w.core.order.limit = cfg.AfterWait
+	return w
 }
 
 // run is the worker's goroutine. It returns when ctx ends, leaving the pod
@@ -127,6 +134,13 @@ func (w *worker) take() {
 			w.pending = true
 		case pokeMsg:
 			w.pending = true
+		case depsMsg:
+			if w.core.setDeps(m.ready) {
+				w.pending = true
+			}
+		case fileMsg:
+			w.core.fileChanged(m.change.Container, m.change.Path)
+			w.pending = true
 		}
 	}
 	if w.cancelHook != nil && w.core.hookObsolete() {
@@ -152,6 +166,10 @@ func (w *worker) drive(ctx context.Context, acts []action) finish {
 				w.rep.DeletePod(w.key)
 			case probe:
 				w.prober.Set(w.key, a.targets)
+			case watchFiles:
+				w.files.Set(w.key, a.targets)
+			case readiness:
+				w.notify(a.ready)
 			case note:
 				if a.warn {
 					w.log.Warn(a.msg, a.args...)
