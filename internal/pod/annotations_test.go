@@ -91,4 +91,3 @@ func TestOwnAnnotationsKeepThePod(t *testing.T) {
 		t.Errorf("After() = %q, want [etcd]", got)
 	}
 }
-
