@@ -114,8 +114,8 @@ func TestServerAPI(t *testing.T) {
 		t.Errorf("Events() = %d events, want 2", len(events))
 	}
 
-	if err := c.Ready(ctx); err == nil || !strings.Contains(err.Error(), "not ready") {
-		t.Errorf("Ready() before SetReady = %v, want not ready", err)
+	if err := c.Ready(ctx); !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "not ready: waiting for") {
+		t.Errorf("Ready() before SetReady = %v, want ErrNotReady with the server's reason", err)
 	}
 	store.SetReady()
 	if err := c.Ready(ctx); err != nil {
@@ -311,10 +311,24 @@ func TestServerSocketFile(t *testing.T) {
 }
 
 func TestClientUnreachable(t *testing.T) {
-	sock := filepath.Join(shortDir(t), "missing.sock")
-	_, err := NewClient(sock).Pods(context.Background())
-	want := "cannot reach staticlet at " + sock + ": is it running? ("
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Pods() = %v, want %q", err, want)
+	dir := shortDir(t)
+	// A socket file that nothing listens on any more refuses connections.
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+
+	for _, sock := range []string{filepath.Join(dir, "missing.sock"), stale} {
+		_, err := NewClient(sock).Pods(context.Background())
+		want := "cannot reach staticlet at " + sock + ": is it running? ("
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Pods() on %s = %v, want %q", sock, err, want)
+		}
+		if !errors.Is(err, ErrNotRunning) {
+			t.Errorf("Pods() on %s = %v, want an error matching ErrNotRunning", sock, err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,8 +112,9 @@ func TestStorePodLookup(t *testing.T) {
 	s.SetPod(testPod("a", "dup", v1.PodRunning, true))
 	s.SetPod(testPod("b", "dup", v1.PodRunning, true))
 	// Static pods, named metadata.name + "-" + the node in lower case.
-	for _, k := range []pod.Key{{"kube-system", "apiserver-node1"}, {"default", "web-node1"}, {"a", "db-node1"}, {"b", "db-node1"}} {
-		p := testPod(k.Namespace, k.Name, v1.PodRunning, true)
+	for _, key := range []string{"kube-system/apiserver-node1", "default/web-node1", "a/db-node1", "b/db-node1"} {
+		ns, name, _ := strings.Cut(key, "/")
+		p := testPod(ns, name, v1.PodRunning, true)
 		p.Spec.NodeName = "Node1"
 		s.SetPod(p)
 	}
