@@ -57,16 +57,27 @@ func TestWaitForParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		w, err := parseFor(tt.in)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("parseFor(%q) = %s, %v; want error with %q", tt.in, describeFor(w), err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || describeFor(w) != tt.want {
-			t.Errorf("parseFor(%q) = %s, %v; want %s", tt.in, describeFor(w), err, tt.want)
+		if got := describeFor(w); !errorAsWanted(err, tt.wantErr) || (err == nil && got != tt.want) {
+			t.Errorf("parseFor(%q) = %s, %v; want %s", tt.in, got, err, wanted(tt.want, tt.wantErr))
 		}
 	}
+}
+
+// errorAsWanted tells whether err is as a table wants it: nil when want is
+// empty, else an error that says want.
+func errorAsWanted(err error, want string) bool {
+	if want == "" {
+		return err == nil
+	}
+	return err != nil && strings.Contains(err.Error(), want)
+}
+
+// wanted says what a table wants, for a failure message.
+func wanted(want, wantErr string) string {
+	if wantErr != "" {
+		return fmt.Sprintf("an error with %q", wantErr)
+	}
+	return want
 }
 
 // describeFor shows what a parsed --for holds, for the tests.
@@ -132,14 +143,8 @@ func TestWaitForMet(t *testing.T) {
 			t.Fatalf("%s: parseFor(%q) = %v", tt.name, tt.for_, err)
 		}
 		got, err := w.met(tt.pod)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%s: --for=%s met = %v, %v; want error with %q", tt.name, tt.for_, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("%s: --for=%s met = %v, %v; want %v", tt.name, tt.for_, got, err, tt.want)
+		if !errorAsWanted(err, tt.wantErr) || got != tt.want {
+			t.Errorf("%s: --for=%s met = %v, %v; want %v, %s", tt.name, tt.for_, got, err, tt.want, wanted("no error", tt.wantErr))
 		}
 	}
 }
@@ -167,14 +172,8 @@ func TestWaitPodArgs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := parsePodArgs(strings.Fields(tt.args), tt.all)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("parsePodArgs(%q, all=%v) = %q, %v; want error with %q", tt.args, tt.all, got, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || fmt.Sprint(got) != tt.want {
-			t.Errorf("parsePodArgs(%q, all=%v) = %q, %v; want %s", tt.args, tt.all, got, err, tt.want)
+		if !errorAsWanted(err, tt.wantErr) || (err == nil && fmt.Sprint(got) != tt.want) {
+			t.Errorf("parsePodArgs(%q, all=%v) = %q, %v; want %s", tt.args, tt.all, got, err, wanted(tt.want, tt.wantErr))
 		}
 	}
 }
