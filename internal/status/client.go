@@ -22,13 +22,13 @@ import (
 
 // Errors that Client errors wrap, to be told apart with errors.Is.
 var (
-	// ErrNotFound: the server does not know the pod (or log).
+	// ErrNotFound says the server does not know the pod (or log).
 	ErrNotFound = errors.New("not found")
-	// ErrNotRunning: nothing answers on the socket (it does not exist or
-	// refuses connections), or the server went away while answering, as
-	// before staticlet starts or while it restarts.
+	// ErrNotRunning says nothing answers on the socket (it does not exist
+	// or refuses connections), or the server went away while answering,
+	// as before staticlet starts or while it restarts.
 	ErrNotRunning = errors.New("staticlet is not running")
-	// ErrNotReady: from Ready, staticlet answers but has not yet read
+	// ErrNotReady, from Ready, says staticlet answers but has not yet read
 	// every source and issued its first reconcile pass.
 	ErrNotReady = errors.New("staticlet is not ready")
 )
