@@ -26,7 +26,11 @@ func main() {
 		os.Exit(logs.RunDriver(os.Args[1:]))
 	}
 	if err := rootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		if e, ok := err.(*exitError); ok && e.raw {
+			fmt.Fprintln(os.Stderr, err)
+		} else {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }
@@ -35,6 +39,9 @@ func main() {
 type exitError struct {
 	code int
 	err  error
+	// raw has main print the message as it is, without "error: ": one
+	// that copies another tool's, like kubectl's "Error from server".
+	raw bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -56,7 +63,7 @@ keeps them running, and reports their status on a local socket and to systemd.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), getCommand(), describeCommand(), logsCommand(), validateCommand(), versionCommand())
+	root.AddCommand(runCommand(), getCommand(), describeCommand(), logsCommand(), waitCommand(), validateCommand(), versionCommand())
 	return root
 }
 

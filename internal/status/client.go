@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -19,9 +20,18 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// ErrNotFound is wrapped by Client errors for a pod (or log) the server does
-// not know.
-var ErrNotFound = errors.New("not found")
+// Errors that Client errors wrap, to be told apart with errors.Is.
+var (
+	// ErrNotFound says the server does not know the pod (or log).
+	ErrNotFound = errors.New("not found")
+	// ErrNotRunning says nothing answers on the socket (it does not exist
+	// or refuses connections), or the server went away while answering,
+	// as before staticlet starts or while it restarts.
+	ErrNotRunning = errors.New("staticlet is not running")
+	// ErrNotReady, from Ready, says staticlet answers but has not yet read
+	// every source and issued its first reconcile pass.
+	ErrNotReady = errors.New("staticlet is not ready")
+)
 
 // defaultClientTimeout bounds a request whose ctx has no deadline; log
 // streams are not bounded.
@@ -114,7 +124,7 @@ func (c *Client) Ready(ctx context.Context) error {
 		return fmt.Errorf("checking readiness: %w", err)
 	}
 	if msg != "" {
-		return fmt.Errorf("staticlet is %s", msg)
+		return &kindError{msg: "staticlet is " + msg, kind: ErrNotReady}
 	}
 	return nil
 }
@@ -162,22 +172,31 @@ func (c *Client) do(ctx context.Context, path string) (*http.Response, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, c.dialError(err)
+		return nil, c.transportError(err)
 	}
 	return resp, nil
 }
 
-// dialError turns a failure to connect into advice; other errors pass
-// through.
-func (c *Client) dialError(err error) error {
+// transportError turns a failure to connect into advice, and marks the
+// failures that mean no staticlet answers with ErrNotRunning; other errors
+// pass through.
+func (c *Client) transportError(err error) error {
 	var op *net.OpError
 	if !errors.As(err, &op) || op.Op != "dial" {
+		// The server closed the connection under a request: it stops.
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			return &kindError{msg: err.Error(), kind: ErrNotRunning, err: err}
+		}
 		return err
 	}
 	if errors.Is(err, fs.ErrPermission) {
 		return fmt.Errorf("cannot reach staticlet at %s: permission denied: run as root or as a member of the socket's group (%w)", c.socket, op)
 	}
-	return fmt.Errorf("cannot reach staticlet at %s: is it running? (%w)", c.socket, op)
+	err = fmt.Errorf("cannot reach staticlet at %s: is it running? (%w)", c.socket, op)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return &kindError{msg: err.Error(), kind: ErrNotRunning, err: err}
+	}
+	return err
 }
 
 // withDefaultTimeout bounds ctx when it has no deadline of its own.
@@ -234,14 +253,19 @@ func responseError(resp *http.Response) error {
 		msg = resp.Status
 	}
 	if resp.StatusCode == http.StatusNotFound {
-		return &notFoundError{msg: msg}
+		return &kindError{msg: msg, kind: ErrNotFound}
 	}
 	return errors.New(msg)
 }
 
-// notFoundError carries the server's message for a 404 and matches
-// ErrNotFound.
-type notFoundError struct{ msg string }
+// kindError is an error with its own message that matches one of the
+// sentinel errors above, and wraps its cause, if any.
+type kindError struct {
+	msg  string
+	kind error // ErrNotFound, ErrNotRunning or ErrNotReady
+	err  error
+}
 
-func (e *notFoundError) Error() string        { return e.msg }
-func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+func (e *kindError) Unwrap() error        { return e.err }

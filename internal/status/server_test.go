@@ -114,8 +114,8 @@ func TestServerAPI(t *testing.T) {
 		t.Errorf("Events() = %d events, want 2", len(events))
 	}
 
-	if err := c.Ready(ctx); err == nil || !strings.Contains(err.Error(), "not ready") {
-		t.Errorf("Ready() before SetReady = %v, want not ready", err)
+	if err := c.Ready(ctx); !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "not ready: waiting for") {
+		t.Errorf("Ready() before SetReady = %v, want ErrNotReady with the server's reason", err)
 	}
 	store.SetReady()
 	if err := c.Ready(ctx); err != nil {
@@ -275,25 +275,33 @@ func TestServerFollowEndsAtShutdown(t *testing.T) {
 	}
 }
 
-func TestServerSocketFile(t *testing.T) {
-	dir := shortDir(t)
-	ctx := context.Background()
-
-	// A stale socket (nobody listening) is replaced.
-	stale := filepath.Join(dir, "stale.sock")
-	ln, err := net.Listen("unix", stale)
+// staleSocket leaves a socket file in dir that nothing listens on any
+// more, as a server killed would: it refuses connections.
+func staleSocket(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "stale.sock")
+	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
+	return path
+}
+
+func TestServerSocketFile(t *testing.T) {
+	dir := shortDir(t)
+	ctx := context.Background()
+
+	// A stale socket (nobody listening) is replaced.
+	stale := staleSocket(t, dir)
 	c := startServer(t, ServerConfig{Socket: stale, Store: NewStore()})
 	if err := c.Health(ctx); err != nil {
 		t.Errorf("Health() after replacing a stale socket = %v", err)
 	}
 
 	// A live server is not replaced.
-	err = NewServer(ServerConfig{Socket: stale, Store: NewStore()}).Run(ctx)
+	err := NewServer(ServerConfig{Socket: stale, Store: NewStore()}).Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("Run() on a live socket = %v, want in use", err)
 	}
@@ -311,10 +319,15 @@ func TestServerSocketFile(t *testing.T) {
 }
 
 func TestClientUnreachable(t *testing.T) {
-	sock := filepath.Join(shortDir(t), "missing.sock")
-	_, err := NewClient(sock).Pods(context.Background())
-	want := "cannot reach staticlet at " + sock + ": is it running? ("
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Pods() = %v, want %q", err, want)
+	dir := shortDir(t)
+	for _, sock := range []string{filepath.Join(dir, "missing.sock"), staleSocket(t, dir)} {
+		_, err := NewClient(sock).Pods(context.Background())
+		want := "cannot reach staticlet at " + sock + ": is it running? ("
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Pods() on %s = %v, want %q", sock, err, want)
+		}
+		if !errors.Is(err, ErrNotRunning) {
+			t.Errorf("Pods() on %s = %v, want an error matching ErrNotRunning", sock, err)
+		}
 	}
 }

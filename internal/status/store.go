@@ -127,11 +127,15 @@ func (s *Store) sortedKeysLocked() []pod.Key {
 
 // Pod returns a copy of the pod called name, and whether there is exactly one.
 //
-// A name containing a slash is "namespace/name" and must match exactly. A
-// bare name resolves to the pod of that name in namespace "default" if there
-// is one (as kubectl would), otherwise to the only pod of that name in any
-// namespace. A bare name found in several namespaces, none of them
-// "default", is ambiguous and reported as not found.
+// A name containing a slash is "namespace/name"; a bare name resolves to the
+// pod of that name in namespace "default" if there is one (as kubectl
+// would), otherwise to the only pod of that name in any namespace. A bare
+// name found in several namespaces, none of them "default", is ambiguous
+// and reported as not found.
+//
+// The name is the pod's full name, as `get pods` shows it, or, when no pod
+// has that full name, its manifest's metadata.name (the full name without
+// the node's suffix, see pod.FullName), by the same rule.
 func (s *Store) Pod(name string) (*v1.Pod, bool) {
 	p, _ := s.find(name)
 	return p, p != nil
@@ -140,22 +144,38 @@ func (s *Store) Pod(name string) (*v1.Pod, bool) {
 // find implements Pod's rule; when the name is ambiguous it returns nil and
 // the candidates.
 func (s *Store) find(name string) (*v1.Pod, []pod.Key) {
+	ns, bare, qualified := strings.Cut(name, "/")
+	if !qualified {
+		ns, bare = "", name
+	}
+	fullName := func(p *v1.Pod) bool { return p.Name == bare }
+	manifestName := func(p *v1.Pod) bool {
+		return p.Spec.NodeName != "" && p.Name == pod.FullName(bare, p.Spec.NodeName)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ns, n, ok := strings.Cut(name, "/"); ok {
-		if p, ok := s.pods[pod.Key{Namespace: ns, Name: n}]; ok {
-			return p.DeepCopy(), nil
+	for _, named := range []func(*v1.Pod) bool{fullName, manifestName} {
+		if p, matches := s.findLocked(ns, named); p != nil || len(matches) > 0 {
+			return p, matches
 		}
-		return nil, nil
 	}
-	if p, ok := s.pods[pod.Key{Namespace: defaultNamespace, Name: name}]; ok {
-		return p.DeepCopy(), nil
-	}
+	return nil, nil
+}
+
+// findLocked returns the pod that named selects in namespace ns, or, when
+// ns is empty, the one in "default", else the only one in any namespace;
+// when there are several it returns nil and their keys.
+func (s *Store) findLocked(ns string, named func(*v1.Pod) bool) (*v1.Pod, []pod.Key) {
 	var matches []pod.Key
 	for _, k := range s.sortedKeysLocked() {
-		if k.Name == name {
-			matches = append(matches, k)
+		p := s.pods[k]
+		if !named(p) || (ns != "" && k.Namespace != ns) {
+			continue
 		}
+		if ns == "" && k.Namespace == defaultNamespace {
+			return p.DeepCopy(), nil
+		}
+		matches = append(matches, k)
 	}
 	if len(matches) == 1 {
 		return s.pods[matches[0]].DeepCopy(), nil

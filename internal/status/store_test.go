@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,30 +111,48 @@ func TestStorePodLookup(t *testing.T) {
 	s.SetPod(testPod("default", "web", v1.PodRunning, true))
 	s.SetPod(testPod("a", "dup", v1.PodRunning, true))
 	s.SetPod(testPod("b", "dup", v1.PodRunning, true))
+	// Static pods, named metadata.name + "-" + the node in lower case.
+	for _, key := range []string{"kube-system/apiserver-node1", "default/web-node1", "a/db-node1", "b/db-node1"} {
+		ns, name, _ := strings.Cut(key, "/")
+		p := testPod(ns, name, v1.PodRunning, true)
+		p.Spec.NodeName = "Node1"
+		s.SetPod(p)
+	}
 
 	tests := []struct {
-		name   string
-		wantNS string // empty: not found
+		name string
+		want string // namespace/name; empty: not found
 	}{
-		{"etcd", "kube-system"},
-		{"kube-system/etcd", "kube-system"},
+		{"etcd", "kube-system/etcd"},
+		{"kube-system/etcd", "kube-system/etcd"},
 		{"default/etcd", ""},
-		{"web", "default"},
-		{"kube-system/web", "kube-system"},
+		{"web", "default/web"},
+		{"kube-system/web", "kube-system/web"},
 		{"dup", ""}, // ambiguous
-		{"a/dup", "a"},
+		{"a/dup", "a/dup"},
 		{"missing", ""},
+		// A manifest's metadata.name, when no pod has it as its full name.
+		{"apiserver-node1", "kube-system/apiserver-node1"},
+		{"apiserver", "kube-system/apiserver-node1"},
+		{"kube-system/apiserver", "kube-system/apiserver-node1"},
+		{"default/apiserver", ""},
+		{"web-node1", "default/web-node1"},
+		{"db", ""}, // ambiguous
+		{"b/db", "b/db-node1"},
+		{"node1", ""},
 	}
 	for _, tt := range tests {
 		p, ok := s.Pod(tt.name)
-		switch {
-		case tt.wantNS == "" && ok:
-			t.Errorf("Pod(%q) = %s/%s, want not found", tt.name, p.Namespace, p.Name)
-		case tt.wantNS != "" && !ok:
-			t.Errorf("Pod(%q) not found, want namespace %s", tt.name, tt.wantNS)
-		case ok && p.Namespace != tt.wantNS:
-			t.Errorf("Pod(%q) in namespace %s, want %s", tt.name, p.Namespace, tt.wantNS)
+		got := ""
+		if ok {
+			got = p.Namespace + "/" + p.Name
 		}
+		if got != tt.want {
+			t.Errorf("Pod(%q) = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if _, matches := s.find("db"); len(matches) != 2 {
+		t.Errorf("find(db) candidates = %v, want 2", matches)
 	}
 	if _, matches := s.find("dup"); len(matches) != 2 {
 		t.Errorf("find(dup) candidates = %v, want 2", matches)
@@ -144,7 +163,7 @@ func TestStorePodLookup(t *testing.T) {
 	for _, p := range got {
 		keys = append(keys, p.Namespace+"/"+p.Name)
 	}
-	want := "[a/dup b/dup default/web kube-system/etcd kube-system/web]"
+	want := "[a/db-node1 a/dup b/db-node1 b/dup default/web default/web-node1 kube-system/apiserver-node1 kube-system/etcd kube-system/web]"
 	if fmt.Sprint(keys) != want {
 		t.Errorf("Pods() = %v, want %v", keys, want)
 	}
