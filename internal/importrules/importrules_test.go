@@ -79,11 +79,13 @@ var rules = map[string]rule{
 	// under maxPods (being written).
 	"internal/desired": {product, []string{"internal/pod", "internal/watch"}},
 
-	// The adapters: pod, never each other nor reconcile. sandbox also
+	// The adapters: pod, never each other nor reconcile (filewatch
+	// watches the files that containers mount). sandbox also
 	// imports its own subpackages, and logs to read the tail of a
 	// container's log as its termination message.
 	"internal/watch":            {product, []string{"internal/pod"}},
 	"internal/health":           {product, []string{"internal/pod"}},
+	"internal/filewatch":        {product, []string{"internal/pod"}},
 	"internal/status":           {product, []string{"internal/pod"}},
 	"internal/status/printers":  {product, []string{"internal/pod", "internal/status"}},
 	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/sandbox/..."}},
