@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/desired"
+	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
@@ -269,6 +270,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	store := status.NewStore()
 	rep := reporter{store: store, logger: logger}
 	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Logger: logger})
+	// The files whose changes restart containers (restart-on-change),
+	// looked at again as often as the manifests.
+	files := filewatch.New(filewatch.Config{Resync: cfg.dirSource.fileCheckFrequency, Logger: logger})
 	rec := reconcile.New(reconcile.Config{
 		Runtime:  rt,
 		Reporter: rep,
@@ -278,6 +282,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Logger:   logger,
 
 		ImagesArrived: arrived,
+		Watcher:       files,
+		FileChanges:   files.Changes(),
 	})
 	sources, err := manifestSources(cfg, logger)
 	if err != nil {
@@ -321,6 +327,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
+	g.Go(func() error { return files.Run(ctx) })
 	importUpdates := make(chan images.Update)
 	g.Go(func() error { return imports.Run(ctx, importUpdates) })
 	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })
