@@ -137,6 +137,10 @@ type Config struct {
 	// bridge with addresses of its own; nil leaves such pods with loopback
 	// only.
 	Network *NetworkConfig
+	// ImageNamespaces are other containerd namespaces whose images
+	// staticlet uses when its own namespace lacks one, with no pull
+	// (kubeadm's and crictl's pulls go to k8s.io); none when empty.
+	ImageNamespaces []string
 	// AwaitImports, when set, is asked before an image that containerd
 	// does not have is pulled or reported missing: it blocks while image
 	// files are being imported (ctx bounds the wait) and reports whether
