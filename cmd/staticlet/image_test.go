@@ -1,11 +1,17 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/testimage"
 )
 
 // TestMissingImage checks that a pod whose image is not on the node waits
@@ -45,5 +51,45 @@ func TestMissingImage(t *testing.T) {
 	d.waitPod("missing-never-"+testNode, 30*time.Second, "fixed pod running", running)
 	if !d.running() {
 		t.Fatal("staticlet exited")
+	}
+}
+
+// TestImageFromKubeletNamespace: a pod whose image is only in containerd's
+// k8s.io namespace, where kubeadm and crictl put what they pull, runs with
+// no registry traffic; its Pulled event and get images say where the image
+// was taken from. The image is named after a loopback registry that counts
+// what it is asked.
+func TestImageFromKubeletNamespace(t *testing.T) {
+	var asked atomic.Int32
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(reg.Close)
+	ref := reg.Listener.Addr().String() + "/preloaded:1"
+	e := newEnv(t)
+	e.ctrd.ImportImageWith(t, "k8s.io", testimage.Options{Ref: ref, Files: map[string][]byte{"bin/preloaded": []byte(ref)}})
+	d := e.start()
+	e.write("preloaded.yaml", strings.Replace(sleeperPod("preloaded", "x", true),
+		"    image: localhost/busybox:test\n", "    image: "+ref+"\n", 1))
+	d.waitPod("preloaded-"+testNode, 30*time.Second, "pod running", running)
+
+	events, err := d.client().Events(t.Context(), "default/preloaded-"+testNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`Container image %q already present on machine (taken from containerd namespace "k8s.io", no pull)`, ref)
+	found := false
+	for _, ev := range events {
+		found = found || ev.Reason == "Pulled" && ev.Message == want
+	}
+	if !found {
+		t.Errorf("events = %+v, want Pulled: %s", events, want)
+	}
+	if out, err := d.cli("get", "images"); err != nil || !strings.Contains(out, "taken from containerd namespace k8s.io") {
+		t.Errorf("get images = %s, %v; want %s taken from containerd namespace k8s.io", out, err, ref)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the registry was asked %d times, want none", n)
 	}
 }
