@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -331,5 +332,16 @@ func (h *harness) preloadIncomplete(ref string, base client.Image) {
 	}
 	if _, err := h.client.ImageService().Create(ctx, images.Image{Name: ref, Target: desc}); err != nil {
 		t.Fatalf("creating image %s in %s: %v", ref, kubeletNS, err)
+	}
+}
+
+// TestNewChecksImageNamespaces: a name containerd would refuse at every
+// lookup is refused at start instead.
+func TestNewChecksImageNamespaces(t *testing.T) {
+	for _, ns := range []string{"", "a b", "-k8s.io"} {
+		_, err := New(context.Background(), Config{Address: "/nonexistent.sock", RootDir: t.TempDir(), ImageNamespaces: []string{ns}})
+		if err == nil || !strings.Contains(err.Error(), "image namespace") {
+			t.Errorf("New with image namespace %q = %v, want it refused", ns, err)
+		}
 	}
 }
