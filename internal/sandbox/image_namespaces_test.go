@@ -42,7 +42,7 @@ func TestImageFromNamespace(t *testing.T) {
 	}))
 	t.Cleanup(reg.Close)
 	name := func(repo string) string { return reg.Listener.Addr().String() + "/" + repo + ":1" }
-	h := newHarnessWith(t, func(c *Config) { c.ImageNamespaces = []string{"missing.example", kubeletNS} })
+	h := newHarnessWith(t, func(c *Config) { c.ImageNamespaces = []string{"absent", kubeletNS} })
 	preload := func(ref string) client.Image {
 		t.Helper()
 		// A layer of its own, so that nothing of it is in staticlet's
