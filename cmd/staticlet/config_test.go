@@ -506,3 +506,30 @@ func TestCgroupsPerQOSFalse(t *testing.T) {
 		t.Errorf("cgroupsPerQOS: false in the file won over --cgroups-per-qos given on the command line")
 	}
 }
+
+// TestImageNamespacesFlag: --image-namespaces defaults to k8s.io, takes a
+// comma-separated list, and turns off when empty.
+func TestImageNamespacesFlag(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"k8s.io"}},
+		{[]string{"--image-namespaces="}, nil},
+		{[]string{"--image-namespaces", "k8s.io, default,"}, []string{"k8s.io", "default"}},
+		{[]string{"--image-namespaces=a", "--image-namespaces=b"}, []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		flags := runCommand().Flags()
+		if err := flags.Parse(tt.args); err != nil {
+			t.Fatalf("parsing %q: %v", tt.args, err)
+		}
+		ns, err := flags.GetStringSlice("image-namespaces")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := imageNamespaces(ns); !slices.Equal(got, tt.want) {
+			t.Errorf("%q: image namespaces %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}

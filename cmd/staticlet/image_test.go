@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/testimage"
 )
 
 // TestMissingImage checks that a pod whose image is not on the node waits
@@ -45,5 +48,35 @@ func TestMissingImage(t *testing.T) {
 	d.waitPod("missing-never-"+testNode, 30*time.Second, "fixed pod running", running)
 	if !d.running() {
 		t.Fatal("staticlet exited")
+	}
+}
+
+// TestImageFromKubeletNamespace: a pod whose image is only in containerd's
+// k8s.io namespace, where kubeadm and crictl put what they pull, runs that
+// image with no registry traffic, although the registry it names serves
+// another under that name; its Pulled event and get images say where the
+// image was taken from.
+func TestImageFromKubeletNamespace(t *testing.T) {
+	e := newEnv(t)
+	reg := newTestRegistry(t, "", "", false)
+	image := reg.image(reg.host)
+	preloaded := e.ctrd.ImportImageWith(t, "k8s.io", testimage.Options{Ref: image, Files: map[string][]byte{"bin/preloaded": []byte(image)}})
+	d := e.start()
+	name := "preloaded-" + testNode
+	e.write("preloaded.yaml", pullPod("preloaded", image, v1.PullIfNotPresent))
+	p := d.waitPod(name, 30*time.Second, "pod running", running)
+
+	if got, want := p.Status.ContainerStatuses[0].ImageID, image+"@"+preloaded.Target().Digest.String(); got != want {
+		t.Errorf("image ID = %s, want k8s.io's %s", got, want)
+	}
+	want := fmt.Sprintf(`Container image %q already present on machine (taken from containerd namespace "k8s.io", no pull)`, image)
+	if ev := d.eventsOf(name, "Pulled"); len(ev) != 1 || ev[0].Message != want {
+		t.Errorf("Pulled events = %+v, want one: %s", ev, want)
+	}
+	if out, err := d.cli("get", "images"); err != nil || !strings.Contains(out, "taken from containerd namespace k8s.io") {
+		t.Errorf("get images = %s, %v; want %s taken from containerd namespace k8s.io", out, err, image)
+	}
+	if n := reg.resolveCount(); n != 0 {
+		t.Errorf("the registry was asked for the image %d times, want none", n)
 	}
 }

@@ -80,12 +80,13 @@ type runtimeConfig struct {
 	podPidsLimit      int64  // -1: none
 }
 
-// imageConfig configures where images come from: registries, and the
-// archives imported from a directory.
+// imageConfig configures where images come from: registries, the
+// archives imported from a directory, and other containerd namespaces.
 type imageConfig struct {
 	credentials       string
 	registryConfigDir string
-	importDir         string // default <root-dir>/images
+	importDir         string   // default <root-dir>/images
+	namespaces        []string // none if empty
 }
 
 // containerLogConfig configures containers' logs: where they are written
@@ -171,6 +172,8 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.images.credentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
 	f.StringVar(&cfg.images.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
 	f.StringVar(&cfg.images.importDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
+	f.StringSliceVar(&cfg.images.namespaces, "image-namespaces", []string{"k8s.io"}, "other containerd namespaces whose images are used, without a pull, when staticlet's lacks one "+
+		"(k8s.io: kubeadm's and crictl's pulls); comma-separated, empty for none")
 	f.DurationVar(&cfg.shutdown.GracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
 	f.DurationVar(&cfg.shutdown.CriticalGracePeriod, "shutdown-grace-period-critical-pods", 0,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
@@ -238,6 +241,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
 		CredentialsFile:      cfg.images.credentials,
 		RegistryConfigDir:    cfg.images.registryConfigDir,
+		ImageNamespaces:      imageNamespaces(cfg.images.namespaces),
 		Network:              network,
 		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
 		NoPodCgroups:         !cfg.runtime.cgroupsPerQOS,
@@ -415,6 +419,17 @@ func hostIP(podBridge string) string {
 		}
 	}
 	return ""
+}
+
+// imageNamespaces is --image-namespaces without blanks and empty entries.
+func imageNamespaces(flag []string) []string {
+	var out []string
+	for _, ns := range flag {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // networkConfig is the pod network's configuration from the flags.

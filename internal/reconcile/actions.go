@@ -151,6 +151,7 @@ type (
 	}
 	imageChecked struct {
 		need bool
+		from string // where the image present was taken from; "" if the runtime's own
 		err  error
 	}
 	pulled struct {

@@ -301,16 +301,16 @@ func (f *fakeRuntime) ResumeContainer(ctx context.Context, id string) (pod.Recor
 	return *r, nil
 }
 
-func (f *fakeRuntime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, error) {
+func (f *fakeRuntime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch c.ImagePullPolicy {
 	case v1.PullAlways:
-		return true, nil
+		return true, "", nil
 	case v1.PullNever:
-		return false, nil
+		return false, "", nil
 	}
-	return f.missing[c.Image], nil
+	return f.missing[c.Image], "", nil
 }
 
 // PullImage is logged as "pull <image>", with " failed" when it fails.

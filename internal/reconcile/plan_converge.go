@@ -284,7 +284,13 @@ func (g *convergePass) ensureImage(out []action, ctr *v1.Container, k func([]act
 		if !ic.need {
 			var out []action
 			if ctr.ImagePullPolicy != v1.PullNever {
-				out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Pulled", fmt.Sprintf("Container image %q already present on machine", ctr.Image)))
+				// The kubelet's message, and where the image was taken
+				// from when that is not the runtime's own store.
+				msg := fmt.Sprintf("Container image %q already present on machine", ctr.Image)
+				if ic.from != "" {
+					msg += fmt.Sprintf(" (taken from containerd namespace %q, no pull)", ic.from)
+				}
+				out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Pulled", msg))
 			}
 			return k(out, nil)
 		}

@@ -472,6 +472,16 @@ func TestPlanStartFailure(t *testing.T) {
 			{ls(sb, a(3*sec)), lines("probe", "report Running app=running", "finish")},
 		},
 	}, {
+		name: "an image taken from another containerd namespace: no pull, and the event says where from",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{ls(sb), lines("check-image app")},
+			{give{o: imageChecked{from: "k8s.io"}}, lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine (taken from containerd namespace "k8s.io", no pull)`, "start app/app#0 in sb1")},
+			{startOK(a(0)), lines("event Normal Started app: Started container app (app-1)", "list")},
+			{ls(sb, a(0)), lines("probe", "report Running app=running", "finish")},
+		},
+	}, {
 		name: "a pull fails with the image present: a warning, and the image is used",
 		pod:  p,
 		turns: []turn{

@@ -48,8 +48,10 @@ type Runtime interface {
 	CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error)
 	StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error)
 	// ImageNeedsPull tells whether container c's image is to be pulled
-	// before it starts, as its pull policy says.
-	ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, error)
+	// before it starts, as its pull policy says; from names where the
+	// node had it when that is not the runtime's own image store (another
+	// containerd namespace), "" otherwise.
+	ImageNeedsPull(ctx context.Context, c *v1.Container) (need bool, from string, err error)
 	// PullImage pulls c's image. When the pull fails but an image of that
 	// name is present and may run instead, it returns the error with
 	// present set.

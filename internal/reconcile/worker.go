@@ -222,8 +222,8 @@ func (w *worker) perform(ctx context.Context, a action) outcome {
 		}
 		return resumed{rec: rec, err: err}
 	case checkImage:
-		need, err := w.rt.ImageNeedsPull(ctx, a.c)
-		return imageChecked{need: need, err: err}
+		need, from, err := w.rt.ImageNeedsPull(ctx, a.c)
+		return imageChecked{need: need, from: from, err: err}
 	case pullImage:
 		present, err := w.rt.PullImage(ctx, a.c)
 		return pulled{present: present, took: time.Since(start), err: err}

@@ -44,43 +44,40 @@ func normalizeRef(ref string) (string, error) {
 // ImageNeedsPull tells whether container c's image is to be pulled before
 // it starts: always under policy Always, when it is not present under
 // IfNotPresent, never under Never (StartContainer then says the image is
-// missing).
-func (r *Runtime) ImageNeedsPull(ctx context.Context, c *v1.Container) (bool, error) {
+// missing). from is the containerd namespace the image was taken from (see
+// takeImage), "" when staticlet's own had it or none was looked for.
+func (r *Runtime) ImageNeedsPull(ctx context.Context, c *v1.Container) (need bool, from string, err error) {
 	name, err := normalizeRef(c.Image)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	switch c.ImagePullPolicy {
 	case v1.PullAlways:
-		return true, nil
+		return true, "", nil
 	case v1.PullNever:
-		return false, nil
+		return false, "", nil
 	}
 	if r.images.known(name) {
 		// StartContainer looks it up anyway, and pulls it should it have
 		// gone meanwhile: no second lookup on every restart.
-		return false, nil
+		return false, "", nil
 	}
-	_, err = r.localImage(ctx, name)
-	if errdefs.IsNotFound(err) && r.awaitImports(ctx) {
-		// An image file being imported may hold it: look again before
-		// asking a registry.
-		_, err = r.localImage(ctx, name)
-	}
+	_, from, err = r.presentImage(ctx, name)
 	switch {
 	case err == nil:
-		return false, nil
+		return false, from, nil
 	case errdefs.IsNotFound(err):
-		return true, nil
+		return true, "", nil
 	default:
-		return false, fmt.Errorf("looking up image %s: %w", c.Image, err)
+		return false, "", fmt.Errorf("looking up image %s: %w", c.Image, err)
 	}
 }
 
 // PullImage pulls container c's image, joining a pull of it in flight. When
 // the pull fails under policy Always but an image of that name is present,
-// it returns the error with present set: the container may run what the
-// node has (an air-gapped node keeps running its pods).
+// in staticlet's namespace or another of Config.ImageNamespaces, it
+// returns the error with present set: the container may run what the node
+// has (an air-gapped node keeps running its pods).
 func (r *Runtime) PullImage(ctx context.Context, c *v1.Container) (present bool, err error) {
 	name, err := normalizeRef(c.Image)
 	if err != nil {
@@ -92,7 +89,7 @@ func (r *Runtime) PullImage(ctx context.Context, c *v1.Container) (present bool,
 	}
 	err = &pod.WaitingError{Reason: "ErrImagePull", Err: fmt.Errorf("pulling image %q: %w", c.Image, err)}
 	if c.ImagePullPolicy == v1.PullAlways {
-		if _, lerr := r.localImage(ctx, name); lerr == nil {
+		if _, _, lerr := r.nodeImage(ctx, name); lerr == nil {
 			return true, err
 		}
 	}
@@ -101,17 +98,15 @@ func (r *Runtime) PullImage(ctx context.Context, c *v1.Container) (present bool,
 
 // resolveImage finds ref in containerd and makes sure it is unpacked for
 // the snapshotter. An image already present is used whatever the policy
-// (PullImage has run before, as policy said); a missing one is pulled,
-// unless policy is Never.
+// (PullImage has run before, as policy said), also one present in another
+// of Config.ImageNamespaces, which is taken from it; a missing one is
+// pulled, unless policy is Never.
 func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPolicy) (*resolvedImage, error) {
 	name, err := normalizeRef(ref)
 	if err != nil {
 		return nil, err
 	}
-	img, err := r.localImage(ctx, name)
-	if errdefs.IsNotFound(err) && r.awaitImports(ctx) {
-		img, err = r.localImage(ctx, name)
-	}
+	img, _, err := r.presentImage(ctx, name)
 	switch {
 	case err == nil:
 	case !errdefs.IsNotFound(err):
@@ -163,6 +158,31 @@ func (r *Runtime) resolveImage(ctx context.Context, ref string, policy v1.PullPo
 	}
 	r.images.put(img.Name(), digest, resolved)
 	return resolved, nil
+}
+
+// presentImage finds image name on the node, without a registry: as
+// nodeImage does, and again once the image files being imported are in
+// (one of them may hold it). from is as nodeImage's.
+func (r *Runtime) presentImage(ctx context.Context, name string) (img client.Image, from string, err error) {
+	img, from, err = r.nodeImage(ctx, name)
+	if errdefs.IsNotFound(err) && r.awaitImports(ctx) {
+		img, from, err = r.nodeImage(ctx, name)
+	}
+	return img, from, err
+}
+
+// nodeImage finds image name in staticlet's namespace, else takes it from
+// another of Config.ImageNamespaces; from is the namespace it was taken
+// from, "" when staticlet's had it.
+func (r *Runtime) nodeImage(ctx context.Context, name string) (img client.Image, from string, err error) {
+	img, err = r.localImage(ctx, name)
+	if !errdefs.IsNotFound(err) || len(r.cfg.ImageNamespaces) == 0 {
+		return img, "", err
+	}
+	if img, err = r.takeImage(ctx, name); err != nil {
+		return nil, "", err
+	}
+	return img, strings.TrimPrefix(img.Labels()[LabelImageSource], SourceNamespacePrefix), nil
 }
 
 // awaitImports waits, at most pullTimeout, for the image files being

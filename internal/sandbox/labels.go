@@ -9,7 +9,9 @@ import (
 )
 
 // LabelImageSource is on containerd image records staticlet creates: where
-// the image came from, ImageSourcePull or "import:" and the file's name.
+// the image came from: ImageSourcePull, SourceImportPrefix and the file's
+// name, or SourceNamespacePrefix and the containerd namespace it was taken
+// from.
 const LabelImageSource = labelPrefix + "source"
 
 // ImageSourcePull is LabelImageSource's value on a pulled image.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/identifiers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -137,6 +138,10 @@ type Config struct {
 	// bridge with addresses of its own; nil leaves such pods with loopback
 	// only.
 	Network *NetworkConfig
+	// ImageNamespaces are other containerd namespaces whose images
+	// staticlet uses when its own namespace lacks one, with no pull
+	// (kubeadm's and crictl's pulls go to k8s.io); none when empty.
+	ImageNamespaces []string
 	// AwaitImports, when set, is asked before an image that containerd
 	// does not have is pulled or reported missing: it blocks while image
 	// files are being imported (ctx bounds the wait) and reports whether
@@ -213,6 +218,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("finding the log driver program: %w", err)
 		}
 		cfg.LogDriver = driver
+	}
+	for _, ns := range cfg.ImageNamespaces {
+		if err := identifiers.Validate(ns); err != nil {
+			return nil, fmt.Errorf("image namespace: %w", err)
+		}
 	}
 	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
 		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)

@@ -12,6 +12,9 @@ import (
 const (
 	SourcePull         = "pull"
 	SourceImportPrefix = "import:"
+	// SourceNamespacePrefix, then a containerd namespace's name: taken
+	// from that namespace (k8s.io, where kubeadm and crictl pull).
+	SourceNamespacePrefix = "namespace:"
 )
 
 // Image is an image in staticlet's containerd namespace.
@@ -21,7 +24,8 @@ type Image struct {
 	ID   string `json:"id"`
 	Size int64  `json:"size"`
 	// Source is where staticlet got it: SourcePull, SourceImportPrefix and
-	// the file name, or empty when staticlet did not get it itself.
+	// the file name, SourceNamespacePrefix and the containerd namespace,
+	// or empty when staticlet did not get it itself.
 	Source  string    `json:"source,omitempty"`
 	Created time.Time `json:"created,omitzero"`
 }

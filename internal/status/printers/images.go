@@ -53,6 +53,8 @@ func sourceText(src string) string {
 		return "pulled"
 	case strings.HasPrefix(src, status.SourceImportPrefix):
 		return "imported from " + strings.TrimPrefix(src, status.SourceImportPrefix)
+	case strings.HasPrefix(src, status.SourceNamespacePrefix):
+		return "taken from containerd namespace " + strings.TrimPrefix(src, status.SourceNamespacePrefix)
 	}
 	return orNone(src)
 }

@@ -14,6 +14,7 @@ func TestImages(t *testing.T) {
 			{Name: "docker.io/library/busybox:1.36", ID: "sha256:0123456789abcdef0123", Size: 4260000, Source: status.SourcePull},
 			{Name: "localhost/imported:v1", ID: "sha256:fedcba9876543210fedc", Size: 999, Source: "import:busybox.tar.gz"},
 			{Name: "localhost/other:v1", ID: "sha256:aaaaaaaaaaaaaaaaaaaa", Size: 999999},
+			{Name: "localhost/preloaded:v1", ID: "sha256:bbbbbbbbbbbbbbbbbbbb", Size: 320000, Source: "namespace:k8s.io"},
 		},
 		Imports: []status.ImportFile{
 			{Path: "/i/busybox.tar.gz", Images: []string{"localhost/imported:v1"}},
@@ -27,6 +28,7 @@ func TestImages(t *testing.T) {
 docker.io/library/busybox:1.36   0123456789ab   4.26MB   pulled
 localhost/imported:v1            fedcba987654   999B     imported from busybox.tar.gz
 localhost/other:v1               aaaaaaaaaaaa   1MB      <none>
+localhost/preloaded:v1           bbbbbbbbbbbb   320kB    taken from containerd namespace k8s.io
 
 FILE      ERROR
 bad.tar   importing bad.tar: unexpected EOF
