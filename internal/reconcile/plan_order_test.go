@@ -73,6 +73,15 @@ func TestPlanOrder(t *testing.T) {
 	h1x := exitAt(h1, 143, 5*sec)
 	h2 := startedAt(ctr(hp, "sb1", "app", "app-2", 1), 5*sec)
 
+	// rp, adopted running: Ready at its first report.
+	rp := withUID(mkPod(t, podSpec{}), "1")
+	rsb, r1 := sbRec(rp, "sb1"), ctr(rp, "sb1", "app", "app-1", 0)
+	readyAt0 := []turn{
+		{beginAt(0), lines("list")},
+		{ls(rsb, r1), lines("list")},
+		{ls(rsb, r1), lines("probe", "report Running app=running", "ready", "finish")},
+	}
+
 	runScenarios(t, []scenario{{
 		name: "after etcd: waits until etcd is Ready, then starts",
 		pod:  api,
@@ -114,42 +123,28 @@ func TestPlanOrder(t *testing.T) {
 		},
 	}, {
 		name:     "readiness told to the loop: Ready once running, not once exited",
-		pod:      withUID(mkPod(t, podSpec{}), "1"),
+		pod:      rp,
 		ordering: true,
-		turns: func() []turn {
-			p := withUID(mkPod(t, podSpec{}), "1")
-			s, c := sbRec(p, "sb1"), ctr(p, "sb1", "app", "app-1", 0)
-			return []turn{
-				{beginAt(0), lines("list")},
-				{ls(s, c), lines("list")},
-				{ls(s, c), lines("probe", "report Running app=running", "ready", "finish")},
-				{beginAt(sec), lines("list")},
-				{ls(s, c), lines("list")},
-				{ls(s, c), lines("probe", "report Running app=running", "finish")},
-				{beginAt(2 * sec), lines("list")},
-				{ls(s, exitAt(c, 1, 2*sec)), lines("check-image app")},
-				{checked(false), lines(`event Normal Pulled app...`, "start app/app#1 in sb1")},
-				{startFailed(errors.New("test")), lines("event Warning Failed app: test", "list")},
-				{ls(s, exitAt(c, 1, 2*sec)), lines("probe", "report Running app=CreateContainerError", "unready", "finish again=1s")},
-			}
-		}(),
+		turns: slices.Concat(readyAt0, []turn{
+			{beginAt(sec), lines("list")},
+			{ls(rsb, r1), lines("list")},
+			{ls(rsb, r1), lines("probe", "report Running app=running", "finish")},
+			{beginAt(2 * sec), lines("list")},
+			{ls(rsb, exitAt(r1, 1, 2*sec)), lines("check-image app")},
+			{checked(false), lines(`event Normal Pulled app...`, "start app/app#1 in sb1")},
+			{startFailed(errors.New("test")), lines("event Warning Failed app: test", "list")},
+			{ls(rsb, exitAt(r1, 1, 2*sec)), lines("probe", "report Running app=CreateContainerError", "unready", "finish again=1s")},
+		}),
 	}, {
 		name:     "halted: reported Failed, and no longer Ready",
-		pod:      withUID(mkPod(t, podSpec{}), "1"),
+		pod:      rp,
 		ordering: true,
-		turns: func() []turn {
-			p := withUID(mkPod(t, podSpec{}), "1")
-			s, c := sbRec(p, "sb1"), ctr(p, "sb1", "app", "app-1", 0)
-			return []turn{
-				{beginAt(0), lines("list")},
-				{ls(s, c), lines("list")},
-				{ls(s, c), lines("probe", "report Running app=running", "ready", "finish")},
-				{haltAt{at: sec, limit: 20 * sec}, lines("list")},
-				{ls(s, c), lines("probe", "event Normal NodeShutdown...", "event Normal Killing app: Stopping container app", "stop sb1 2s, app-1 20s")},
-				{stopOK(), lines("list")},
-				{ls(exitAt(s, 0, sec), exitAt(c, 143, sec)), lines("report Failed(Terminated) app=Error(143)", "unready", "finish")},
-			}
-		}(),
+		turns: slices.Concat(readyAt0, []turn{
+			{haltAt{at: sec, limit: 20 * sec}, lines("list")},
+			{ls(rsb, r1), lines("probe", "event Normal NodeShutdown...", "event Normal Killing app: Stopping container app", "stop sb1 2s, app-1 20s")},
+			{stopOK(), lines("list")},
+			{ls(exitAt(rsb, 0, sec), exitAt(r1, 143, sec)), lines("report Failed(Terminated) app=Error(143)", "unready", "finish")},
+		}),
 	}, {
 		name: "restart on change: a mounted file changed, the container restarts",
 		pod:  hp,
