@@ -101,7 +101,8 @@ var rules = map[string]rule{
 	"internal/nodeshutdown": {product, nil},
 
 	// Test helpers.
-	"internal/ctrdtest":   {helper, []string{"internal/testimage", "internal/sandbox/procfs"}},
+	"internal/ctrdtest":   {helper, []string{"internal/testimage", "internal/sandbox/procfs", "internal/modbuild"}},
+	"internal/modbuild":   {helper, nil},
 	"internal/testimage":  {helper, nil},
 	"internal/testvm":     {helper, []string{"internal/debroot"}},
 	"internal/debroot":    {helper, nil},
