@@ -102,6 +102,7 @@ var rules = map[string]rule{
 
 	// Test helpers.
 	"internal/ctrdtest":   {helper, []string{"internal/testimage", "internal/sandbox/procfs", "internal/modbuild"}},
+	"internal/etcdtest":   {helper, []string{"internal/testimage", "internal/modbuild"}},
 	"internal/modbuild":   {helper, nil},
 	"internal/testimage":  {helper, nil},
 	"internal/testvm":     {helper, []string{"internal/debroot"}},
@@ -109,7 +110,7 @@ var rules = map[string]rule{
 	"internal/logindtest": {helper, nil},
 
 	// Tools.
-	"internal/ctrdtest/prebuild": {tool, []string{"internal/ctrdtest"}},
+	"internal/ctrdtest/prebuild": {tool, []string{"internal/ctrdtest", "internal/etcdtest"}},
 	"internal/testimage/mkimage": {tool, []string{"internal/testimage"}},
 	"internal/importrules":       {tool, nil},
 }
