@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,12 +34,12 @@ const etcdPod = "etcd-" + testNode
 // runs 10s after the container starts, as kubeadm writes it.
 const etcdWait = 60 * time.Second
 
-// etcdNode is a local etcd as kubeadm sets one up on a control-plane node,
-// but on free loopback ports, with its certificates and data in
-// directories of the test's.
+// etcdNode is a local etcd as kubeadm sets one up on a control-plane node
+// (etcdtest.Member: its ports and flags), with its certificates and data
+// in directories of the test's.
 type etcdNode struct {
-	pki, data                         string // host directories, mounted at etcdPKIDir and etcdDataDir
-	clientPort, peerPort, metricsPort int
+	etcdtest.Member
+	pki, data string // host directories, mounted at etcdPKIDir and etcdDataDir
 }
 
 // newEtcdNode writes kubeadm's etcd certificates into dir/pki and picks
@@ -48,49 +47,15 @@ type etcdNode struct {
 // the volume's type is DirectoryOrCreate).
 func newEtcdNode(tb testing.TB, dir string) *etcdNode {
 	tb.Helper()
-	n := &etcdNode{
-		pki: filepath.Join(dir, "pki"), data: filepath.Join(dir, "data"),
-		clientPort: freePort(tb), peerPort: freePort(tb), metricsPort: freePort(tb),
+	m, err := etcdtest.NewMember(testNode)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	n := &etcdNode{Member: m, pki: filepath.Join(dir, "pki"), data: filepath.Join(dir, "data")}
 	if err := etcdtest.WritePKI(n.pki); err != nil {
 		tb.Fatal(err)
 	}
 	return n
-}
-
-func (n *etcdNode) clientURL() string { return fmt.Sprintf("https://127.0.0.1:%d", n.clientPort) }
-
-// healthURL is what kubeadm's startup probe asks: healthy once a
-// linearizable read succeeds, that is, with a leader.
-func (n *etcdNode) healthURL() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/health?serializable=false", n.metricsPort)
-}
-
-// flags are kubeadm's etcd flags (1.30, one member), with the certificates
-// in pki and the data in data as etcd sees them.
-func (n *etcdNode) flags(pki, data string) []string {
-	peerURL := fmt.Sprintf("https://127.0.0.1:%d", n.peerPort)
-	return []string{
-		"--advertise-client-urls=" + n.clientURL(),
-		"--cert-file=" + pki + "/server.crt",
-		"--client-cert-auth=true",
-		"--data-dir=" + data,
-		"--experimental-initial-corrupt-check=true",
-		"--experimental-watch-progress-notify-interval=5s",
-		"--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=" + testNode + "=" + peerURL,
-		"--key-file=" + pki + "/server.key",
-		"--listen-client-urls=" + n.clientURL(),
-		fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", n.metricsPort),
-		"--listen-peer-urls=" + peerURL,
-		"--name=" + testNode,
-		"--peer-cert-file=" + pki + "/peer.crt",
-		"--peer-client-cert-auth=true",
-		"--peer-key-file=" + pki + "/peer.key",
-		"--peer-trusted-ca-file=" + pki + "/ca.crt",
-		"--snapshot-count=10000",
-		"--trusted-ca-file=" + pki + "/ca.crt",
-	}
 }
 
 // pod is the etcd pod kubeadm 1.30 writes to
@@ -99,7 +64,7 @@ func (n *etcdNode) pod() *v1.Pod {
 	probe := func(path string, failureThreshold int32) *v1.Probe {
 		return &v1.Probe{
 			ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{
-				Host: "127.0.0.1", Path: path, Port: intstr.FromInt32(int32(n.metricsPort)), Scheme: v1.URISchemeHTTP,
+				Host: "127.0.0.1", Path: path, Port: intstr.FromInt32(int32(n.MetricsPort)), Scheme: v1.URISchemeHTTP,
 			}},
 			InitialDelaySeconds: 10, TimeoutSeconds: 15, PeriodSeconds: 10, FailureThreshold: failureThreshold,
 		}
@@ -114,14 +79,14 @@ func (n *etcdNode) pod() *v1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "etcd", Namespace: metav1.NamespaceSystem,
 			Labels:      map[string]string{"component": "etcd", "tier": "control-plane"},
-			Annotations: map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": n.clientURL()},
+			Annotations: map[string]string{"kubeadm.kubernetes.io/etcd.advertise-client-urls": n.ClientURL()},
 		},
 		Spec: v1.PodSpec{
 			Containers: []v1.Container{{
 				Name:            "etcd",
 				Image:           etcdtest.ImageRef,
 				ImagePullPolicy: v1.PullIfNotPresent,
-				Command:         append([]string{"etcd"}, n.flags(etcdPKIDir, etcdDataDir)...),
+				Command:         append([]string{"etcd"}, n.Flags(etcdPKIDir, etcdDataDir)...),
 				Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
 					v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("100Mi"),
 				}},
@@ -154,7 +119,7 @@ func etcdManifest(tb testing.TB, p *v1.Pod) string {
 // client is a client of n's etcd, closed when the test ends.
 func (n *etcdNode) client(tb testing.TB) *etcdtest.Client {
 	tb.Helper()
-	c, err := etcdtest.NewClient(n.clientURL(), n.pki)
+	c, err := etcdtest.NewClient(n.ClientURL(), n.pki)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -106,6 +106,11 @@ func (c *Client) call(ctx context.Context, path string, req, resp any) error {
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
+// probeClient asks as the kubelet's HTTP probes do, on a new connection
+// each time: a connection kept from an etcd that has stopped would fail
+// the first call to one that replaced it.
+var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // Healthy asks etcd's health endpoint at url (its metrics URL and a
 // /health path, as kubeadm's probes do) and returns nil when etcd answers
 // 200 with "health": "true", as the probes require. ctx must carry a
@@ -115,7 +120,7 @@ func Healthy(ctx context.Context, url string) error {
 	if err != nil {
 		return err
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := probeClient.Do(req)
 	if err != nil {
 		return err
 	}

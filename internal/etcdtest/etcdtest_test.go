@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,10 +55,10 @@ func TestWritePKI(t *testing.T) {
 	}
 }
 
-// TestBuildAndRun builds etcd (minutes the first time on a machine) and runs it
-// as a plain process with WritePKI's certificates on loopback, as
-// kubeadm's flags configure it: it turns healthy, and a key put through
-// Client reads back.
+// TestBuildAndRun builds etcd (minutes the first time on a machine) and
+// runs it as a plain process, as Member's flags configure it with
+// WritePKI's certificates: it turns healthy, and a key put through Client
+// reads back.
 func TestBuildAndRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), BuildTimeout)
 	defer cancel()
@@ -83,20 +81,11 @@ func TestBuildAndRun(t *testing.T) {
 	if err := WritePKI(pki); err != nil {
 		t.Fatal(err)
 	}
-	client, peer, metrics := freePort(t), freePort(t), freePort(t)
-	clientURL := fmt.Sprintf("https://127.0.0.1:%d", client)
-	peerURL := fmt.Sprintf("https://127.0.0.1:%d", peer)
-	cmd := exec.Command(bin,
-		"--name=test",
-		"--data-dir="+filepath.Join(dir, "data"),
-		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
-		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=test="+peerURL,
-		fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", metrics),
-		"--client-cert-auth=true", "--trusted-ca-file="+filepath.Join(pki, CA+".crt"),
-		"--cert-file="+filepath.Join(pki, Server+".crt"), "--key-file="+filepath.Join(pki, Server+".key"),
-		"--peer-client-cert-auth=true", "--peer-trusted-ca-file="+filepath.Join(pki, CA+".crt"),
-		"--peer-cert-file="+filepath.Join(pki, Peer+".crt"), "--peer-key-file="+filepath.Join(pki, Peer+".key"))
+	m, err := NewMember("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, m.Flags(pki, filepath.Join(dir, "data"))...)
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -112,11 +101,10 @@ func TestBuildAndRun(t *testing.T) {
 		}
 	})
 
-	health := fmt.Sprintf("http://127.0.0.1:%d/health?serializable=false", metrics)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		hctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := Healthy(hctx, health)
+		err := Healthy(hctx, m.HealthURL())
 		cancel()
 		if err == nil {
 			break
@@ -126,7 +114,7 @@ func TestBuildAndRun(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c, err := NewClient(clientURL, pki)
+	c, err := NewClient(m.ClientURL(), pki)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,15 +129,4 @@ func TestBuildAndRun(t *testing.T) {
 	if got, ok, err := c.Get(ctx, "/staticlet/missing"); err != nil || ok {
 		t.Errorf("Get(/staticlet/missing) = %q, %v, %v; want not found", got, ok, err)
 	}
-}
-
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
