@@ -40,8 +40,11 @@ deps:
 # Every test, against Debian's containerd; then the containerd-backed ones
 # against each other release (test-containerd). The timeout leaves room for
 # TestVM: up to 20 minutes in the guest, and building the guest image the
-# first time.
+# first time. prebuild first builds what the tests build from the module
+# proxy (the containerd releases, etcd) if it is not cached yet, minutes
+# on a fresh machine, so that no test's timeout pays for it.
 test: deps build deb
+	$(GO) run ./internal/ctrdtest/prebuild
 	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m ./...
 	cd packaging && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
@@ -93,6 +96,7 @@ test-containerd: deps build
 STRESS_RUNS ?= 3
 test-stress: deps build deb
 	@command -v stress-ng >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y stress-ng; }
+	$(GO) run ./internal/ctrdtest/prebuild
 	@for i in $$(seq $(STRESS_RUNS)); do \
 		echo "=== stress run $$i of $(STRESS_RUNS)"; start=$$(date +%s); \
 		stress-ng --cpu $$(nproc) --timeout 3h --quiet & hog=$$!; \
@@ -104,6 +108,7 @@ test-stress: deps build deb
 	done
 
 bench: deps build
+	$(GO) run ./internal/ctrdtest/prebuild
 	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/
 
 demo: deps build

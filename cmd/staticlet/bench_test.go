@@ -94,6 +94,7 @@ func BenchmarkStaticlet(b *testing.B) {
 	b.Run("ChangeToRunning", be.benchChange)
 	b.Run("RemoveToGone", be.benchRemove)
 	b.Run("ExitToRestart", be.benchRestart)
+	b.Run("EtcdToHealthy", be.benchEtcd)
 	b.Run("Resources", be.benchResources)
 	b.Run("ProbeCPU", be.benchProbeCPU)
 	b.Run("LivenessToRestart", be.benchLiveness)
@@ -309,14 +310,20 @@ var rawSeq atomic.Int64
 // new container with a snapshot of the image, a spec from the image config,
 // a task, start.
 func (be *benchEnv) rawStart(ctx context.Context, args []string) (*rawCtr, error) {
+	return be.rawStartImage(ctx, be.rawImage, args)
+}
+
+// rawStartImage is rawStart with another image, and opts (mounts, for
+// example) applied to the spec last.
+func (be *benchEnv) rawStartImage(ctx context.Context, img client.Image, args []string, opts ...oci.SpecOpts) (*rawCtr, error) {
 	id := fmt.Sprintf("raw-%d-%d", os.Getpid(), rawSeq.Add(1))
-	img := be.rawImage
+	opts = append([]oci.SpecOpts{oci.WithImageConfig(img), oci.WithProcessArgs(args...),
+		oci.WithHostNamespace(specs.NetworkNamespace)}, opts...)
 	c, err := be.client.NewContainer(ctx, id,
 		client.WithImage(img),
 		client.WithSnapshotter(be.ctrd.Snapshotter),
 		client.WithNewSnapshot(id, img),
-		client.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs(args...),
-			oci.WithHostNamespace(specs.NetworkNamespace)))
+		client.WithNewSpec(opts...))
 	if err != nil {
 		return nil, err
 	}

@@ -103,14 +103,16 @@ var rules = map[string]rule{
 	"internal/nodeshutdown": {product, nil},
 
 	// Test helpers.
-	"internal/ctrdtest":   {helper, []string{"internal/testimage", "internal/sandbox/procfs"}},
+	"internal/ctrdtest":   {helper, []string{"internal/testimage", "internal/sandbox/procfs", "internal/modbuild"}},
+	"internal/etcdtest":   {helper, []string{"internal/testimage", "internal/modbuild"}},
+	"internal/modbuild":   {helper, nil},
 	"internal/testimage":  {helper, nil},
 	"internal/testvm":     {helper, []string{"internal/debroot"}},
 	"internal/debroot":    {helper, nil},
 	"internal/logindtest": {helper, nil},
 
 	// Tools.
-	"internal/ctrdtest/prebuild": {tool, []string{"internal/ctrdtest"}},
+	"internal/ctrdtest/prebuild": {tool, []string{"internal/ctrdtest", "internal/etcdtest"}},
 	"internal/testimage/mkimage": {tool, []string{"internal/testimage"}},
 	"internal/importrules":       {tool, nil},
 }

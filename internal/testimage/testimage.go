@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -82,8 +83,9 @@ type Options struct {
 	// StopSignal, if set, is the config's stop signal (for example "SIGUSR1").
 	StopSignal string
 	// Files are extra executable files (mode 0755) added to the layer, by
-	// path inside the image (for example "bin/healthd"); their directories
-	// must be among the layer's (bin, etc, tmp, var).
+	// path inside the image (for example "bin/healthd" or
+	// "usr/local/bin/etcd"); directories the layer lacks are added, mode
+	// 0755.
 	Files map[string][]byte
 }
 
@@ -276,13 +278,24 @@ func buildLayer(busybox []byte, applets []string, files map[string][]byte) ([]by
 			return nil, err
 		}
 	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
+	byName := make(map[string][]byte, len(files))
+	for name, data := range files {
+		byName[strings.TrimPrefix(name, "/")] = data
 	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(byName))
+	have := map[string]bool{}
+	for _, d := range dirs {
+		have[d.name] = true
+	}
+	for _, dir := range parentDirs(names) {
+		if !have[dir] {
+			if err := tw.WriteHeader(dirHeader(dir, 0o755)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, name := range names {
-		if err := writeFile(tw, strings.TrimPrefix(name, "/"), 0o755, files[name]); err != nil {
+		if err := writeFile(tw, name, 0o755, byName[name]); err != nil {
 			return nil, err
 		}
 	}
@@ -290,6 +303,24 @@ func buildLayer(busybox []byte, applets []string, files map[string][]byte) ([]by
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// parentDirs are the directories above the files names, each as a tar
+// entry name ("usr/", "usr/local/"), sorted so that a parent comes before
+// its children.
+func parentDirs(names []string) []string {
+	seen := map[string]bool{}
+	var dirs []string
+	for _, name := range names {
+		for dir := path.Dir(name); dir != "." && dir != "/"; dir = path.Dir(dir) {
+			if !seen[dir+"/"] {
+				seen[dir+"/"] = true
+				dirs = append(dirs, dir+"/")
+			}
+		}
+	}
+	sort.Strings(dirs)
+	return dirs
 }
 
 func dirHeader(name string, mode int64) *tar.Header {

@@ -80,6 +80,22 @@ func decode(t *testing.T, what string, b []byte, v any) {
 	}
 }
 
+// buildImage builds an image with opts and returns the files of its
+// layout and its manifest.
+func buildImage(t *testing.T, opts Options) (map[string][]byte, ocispec.Manifest) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Build(&buf, opts); err != nil {
+		t.Fatalf("Build(%+v): %v", opts, err)
+	}
+	_, layout := readTar(t, &buf)
+	var index ocispec.Index
+	decode(t, "index.json", layout["index.json"], &index)
+	var manifest ocispec.Manifest
+	decode(t, "manifest", blob(t, layout, index.Manifests[0]), &manifest)
+	return layout, manifest
+}
+
 func TestBuildLayout(t *testing.T) {
 	requireBusybox(t)
 	var buf bytes.Buffer
@@ -210,15 +226,7 @@ func TestBuildOverrides(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			if err := Build(&buf, tt.opts); err != nil {
-				t.Fatalf("Build: %v", err)
-			}
-			_, layout := readTar(t, &buf)
-			var index ocispec.Index
-			decode(t, "index.json", layout["index.json"], &index)
-			var manifest ocispec.Manifest
-			decode(t, "manifest", blob(t, layout, index.Manifests[0]), &manifest)
+			layout, manifest := buildImage(t, tt.opts)
 			var config ocispec.Image
 			decode(t, "config", blob(t, layout, manifest.Config), &config)
 			got := config.Config
@@ -228,6 +236,32 @@ func TestBuildOverrides(t *testing.T) {
 				t.Errorf("Build(%+v) config = %+v, want %+v", tt.opts, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestBuildFiles checks extra files land where asked, with the directories
+// the layer lacked added once and the ones it has left alone.
+func TestBuildFiles(t *testing.T) {
+	requireBusybox(t)
+	opts := Options{Files: map[string][]byte{
+		"usr/local/bin/etcd": []byte("etcd"),
+		"/bin/healthd":       []byte("healthd"),
+	}}
+	layout, manifest := buildImage(t, opts)
+	zr, err := gzip.NewReader(bytes.NewReader(blob(t, layout, manifest.Layers[0])))
+	if err != nil {
+		t.Fatalf("opening layer: %v", err)
+	}
+	hdrs, files := readTar(t, zr) // fails on a directory written twice
+	for _, dir := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
+		if h := hdrs[dir]; h == nil || h.Typeflag != tar.TypeDir || h.Mode != 0o755 {
+			t.Errorf("layer entry %s = %+v, want a directory of mode 0755", dir, h)
+		}
+	}
+	for name, want := range map[string]string{"usr/local/bin/etcd": "etcd", "bin/healthd": "healthd"} {
+		if h := hdrs[name]; h == nil || h.Mode != 0o755 || string(files[name]) != want {
+			t.Errorf("layer entry %s = %+v holding %q, want mode 0755 holding %q", name, h, files[name], want)
+		}
 	}
 }
 

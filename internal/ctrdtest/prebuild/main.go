@@ -1,10 +1,11 @@
-// Command prebuild builds the containerd releases the tests run against
-// (ctrdtest.Releases) into ctrdtest.CacheDir, so that make test pays for a
-// cold build once, before any test's timeout starts, rather than in the
-// first test that starts each release. With -list it builds nothing and
-// prints what STATICLET_TEST_CONTAINERD may select, one a line: "system"
-// (the distribution's containerd) and each release's series, the list make
-// test runs the containerd tests once for.
+// Command prebuild builds the programs the tests build from the Go module
+// proxy: the containerd releases they run against (ctrdtest.Releases, into
+// ctrdtest.CacheDir) and etcd (etcdtest.Build), so that make test pays for
+// a cold build once, before any test's timeout starts, rather than in the
+// first test that needs each. With -list it builds nothing and prints what
+// STATICLET_TEST_CONTAINERD may select, one a line: "system" (the
+// distribution's containerd) and each release's series, the list make test
+// runs the containerd tests once for.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/staticlet/staticlet/internal/ctrdtest"
+	"github.com/staticlet/staticlet/internal/etcdtest"
 )
 
 func main() {
@@ -30,13 +32,22 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	type build struct {
+		what string
+		run  func(context.Context) (string, error)
+	}
+	var builds []build
 	for _, r := range ctrdtest.Releases {
+		builds = append(builds, build{"containerd " + r.Version, func(ctx context.Context) (string, error) { return ctrdtest.Build(ctx, r) }})
+	}
+	builds = append(builds, build{"etcd " + etcdtest.Version, etcdtest.Build})
+	for _, b := range builds {
 		start := time.Now()
-		dir, err := ctrdtest.Build(ctx, r)
+		path, err := b.run(ctx)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "prebuild:", err)
 			os.Exit(1)
 		}
-		fmt.Printf("containerd %s in %s (%.1fs)\n", r.Version, dir, time.Since(start).Seconds())
+		fmt.Printf("%s in %s (%.1fs)\n", b.what, path, time.Since(start).Seconds())
 	}
 }
