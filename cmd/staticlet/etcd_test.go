@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -266,4 +267,26 @@ func TestEtcd(t *testing.T) {
 			third, second, processRunning(second.pid))
 	}
 	wantKey(t, c, "/staticlet/etcd-test", "kept", "after a label changed")
+
+	// A pod that needs etcd, as kube-apiserver does: it starts once etcd
+	// is Ready and, when both manifests go at once, stops first, while
+	// etcd still answers.
+	outDir := filepath.Join(e.dir, "out")
+	health := fmt.Sprintf("http://127.0.0.1:%d/health", n.MetricsPort)
+	e.write("api.yaml", dependentPod("api", metav1.NamespaceSystem, "etcd", health, outDir))
+	e.waitTrapped(d.waitPod("api-"+testNode, time.Minute, "api Ready", podReady))
+	if got := readOut(t, outDir, "api.start"); got != "up" {
+		t.Errorf("the pod that needs etcd found it %s when it started, want up", got)
+	}
+	e.remove("etcd.yaml")
+	e.remove("api.yaml")
+	for _, name := range []string{etcdPod, "api-" + testNode} {
+		waitFor(t, time.Minute, name+" gone", func() (bool, string) {
+			_, err := d.pod(name)
+			return err != nil, fmt.Sprint(err)
+		})
+	}
+	if got := readOut(t, outDir, "api.term"); got != "up" {
+		t.Errorf("the pod that needs etcd found it %s at SIGTERM, want up: it stops first", got)
+	}
 }

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	v1 "k8s.io/api/core/v1"
 )
 
 // backendPod serves HTTP on 127.0.0.1:port until SIGTERM, Ready once it
@@ -32,18 +30,24 @@ spec:
 `, name, port, trappedFile, port)
 }
 
-// frontendPod, like a kube-apiserver, needs the backend on port: it writes
-// to out/NAME.start whether the backend answered when it started, and on
-// SIGTERM to out/NAME.term whether it answers then; without the backend it
-// hangs on SIGTERM until it is killed, as a kube-apiserver with a request
-// in flight to a dead etcd does.
+// frontendPod, like a kube-apiserver, needs the backend on port: see
+// dependentPod.
 func frontendPod(name, after string, port int, out string) string {
+	return dependentPod(name, "default", after, fmt.Sprintf("http://127.0.0.1:%d/index.html", port), out)
+}
+
+// dependentPod needs what answers at url: it writes to out/NAME.start
+// whether url answered when it started, and on SIGTERM to out/NAME.term
+// whether it answers then; without it, it hangs on SIGTERM until it is
+// killed, as a kube-apiserver with a request in flight to a dead etcd
+// does. With after set, it starts after the pods after names.
+func dependentPod(name, namespace, after, url, out string) string {
 	annotations := ""
 	if after != "" {
 		annotations = fmt.Sprintf("  annotations:\n    staticlet.io/after: %s\n", after)
 	}
 	// Not wget -T: the timeout option crashes busybox 1.35's wget.
-	up := fmt.Sprintf("timeout 2 wget -q -O /dev/null http://127.0.0.1:%d/index.html", port)
+	up := "timeout 2 wget -q -O /dev/null " + url
 	script := fmt.Sprintf(`if %[1]s; then echo up > /out/%[2]s.start; else echo down > /out/%[2]s.start; fi; `+
 		`trap 'if %[1]s; then echo up > /out/%[2]s.term; exit 0; fi; echo down > /out/%[2]s.term; while true; do sleep 1; done' TERM; `+
 		`: > %[3]s; while true; do sleep 1 & wait $!; done`, up, name, trappedFile)
@@ -51,6 +55,7 @@ func frontendPod(name, after string, port int, out string) string {
 kind: Pod
 metadata:
   name: %s
+  namespace: %s
 %sspec:
   hostNetwork: true
   terminationGracePeriodSeconds: 10
@@ -61,7 +66,17 @@ metadata:
     volumeMounts: [{name: out, mountPath: /out}]
   volumes:
   - {name: out, hostPath: {path: %s, type: DirectoryOrCreate}}
-`, name, annotations, script, out)
+`, name, namespace, annotations, script, out)
+}
+
+// readOut returns what a dependentPod wrote to out/name.
+func readOut(t *testing.T, out, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, name))
+	if err != nil {
+		t.Fatalf("reading what the dependent pod wrote: %v", err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // TestStartAndStopOrder: a pod that needs another starts once that one is
@@ -72,27 +87,12 @@ func TestStartAndStopOrder(t *testing.T) {
 	e := newEnv(t)
 	d := e.start()
 	out := filepath.Join(e.dir, "out")
-	read := func(name string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join(out, name))
-		if err != nil {
-			t.Fatalf("reading what the frontend wrote: %v", err)
-		}
-		return strings.TrimSpace(string(b))
-	}
-	ready := func(p *v1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodReady {
-				return c.Status == v1.ConditionTrue
-			}
-		}
-		return false
-	}
+	read := func(name string) string { t.Helper(); return readOut(t, out, name) }
 	full := func(name string) string { return name + "-" + testNode }
 	up := func(names ...string) {
 		t.Helper()
 		for _, n := range names {
-			p := d.waitPod(full(n), time.Minute, n+" ready", ready)
+			p := d.waitPod(full(n), time.Minute, n+" ready", podReady)
 			e.waitTrapped(p)
 		}
 	}
