@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,17 +116,6 @@ func TestStartAndStopOrder(t *testing.T) {
 		up("db", "api")
 		if got := read("api.start"); got != "up" {
 			t.Errorf("the frontend found the backend %s when it started, want up: it starts after it is Ready", got)
-		}
-		events, err := d.client().Events(context.Background(), "default/"+full("api"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waited := false
-		for _, ev := range events {
-			waited = waited || ev.Reason == "WaitingForPods"
-		}
-		if !waited {
-			t.Errorf("no WaitingForPods event among %+v", events)
 		}
 		gone("db", "api")
 		if got := read("api.term"); got != "up" {

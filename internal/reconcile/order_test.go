@@ -104,8 +104,10 @@ func TestAfterStartsAndStopsInOrder(t *testing.T) {
 		if i, j := slices.Index(order, "start etcd"), slices.Index(order, "create api"); i < 0 || j < 0 || j < i {
 			t.Errorf("calls %q: want api's sandbox made after etcd's container started", order)
 		}
-		if n := len(h.rep.eventsWith("WaitingForPods")); n != 1 {
-			t.Errorf("%d WaitingForPods events, want 1", n)
+		// Whether api's first look comes before etcd is Ready is up to the
+		// scheduler: it waits once at most.
+		if n := len(h.rep.eventsWith("WaitingForPods")); n > 1 {
+			t.Errorf("%d WaitingForPods events, want at most 1", n)
 		}
 		m := h.mark()
 		h.set()

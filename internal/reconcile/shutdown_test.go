@@ -48,8 +48,9 @@ func (h *harness) shutdownNode(ctx context.Context, regular, critical, limit tim
 	return err
 }
 
-// TestShutdownNodeOrder: the regular pods are all stopped, in parallel and
-// preStop hooks included, before any critical pod is; each container gets
+// TestShutdownNodeOrder: the regular pods are all stopped, in the reverse
+// of the order they became Ready and preStop hooks included, before any
+// critical pod is; each container gets
 // its pod's grace period cut to its group's budget; the containers are
 // stopped, not removed, and the pods report the kubelet's node shutdown
 // status.
@@ -61,6 +62,8 @@ func TestShutdownNodeOrder(t *testing.T) {
 		apiserver := shutdownPod(t, "apiserver", "system-cluster-critical", 4, false)
 		h := newHarness(t, Config{})
 		h.rt.setHook("preStop", "c", fakeHook{takes: 3 * time.Second})
+		// quick becomes Ready last, so it stops first.
+		h.set(slow, etcd, apiserver)
 		h.set(slow, quick, etcd, apiserver)
 		for _, p := range []*pod.Pod{slow, quick, etcd, apiserver} {
 			if st := h.status(p); st.Status.Phase != v1.PodRunning {
@@ -101,8 +104,8 @@ func TestShutdownNodeOrder(t *testing.T) {
 				t.Errorf("container c of %s stopped with grace %v, want %v", p.Name, stops[p.Key()], g)
 			}
 		}
-		// The two regular pods stop together: the quick one does not wait
-		// for the slow one's hook.
+		// The regular pods stop in the reverse of the order they became
+		// Ready: quick first, not waiting for the slow one's hook.
 		var slowAt, quickAt time.Time
 		for _, c := range calls {
 			if c.op == "stop" && c.kind == pod.KindApp && c.pod == slow.Key() {
@@ -113,7 +116,7 @@ func TestShutdownNodeOrder(t *testing.T) {
 			}
 		}
 		if !quickAt.Before(slowAt) {
-			t.Errorf("quick pod stopped at %v, slow pod (3s hook) at %v: want the regular pods stopped in parallel", quickAt, slowAt)
+			t.Errorf("quick pod stopped at %v, slow pod (3s hook) at %v: want quick, Ready last, stopped first", quickAt, slowAt)
 		}
 
 		for _, p := range []*pod.Pod{slow, quick, etcd, apiserver} {
