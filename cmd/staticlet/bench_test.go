@@ -96,6 +96,7 @@ func BenchmarkStaticlet(b *testing.B) {
 	b.Run("ExitToRestart", be.benchRestart)
 	b.Run("EtcdToHealthy", be.benchEtcd)
 	b.Run("Resources", be.benchResources)
+	b.Run("Footprint", be.benchFootprint)
 	b.Run("ProbeCPU", be.benchProbeCPU)
 	b.Run("LivenessToRestart", be.benchLiveness)
 	be.printSummary()

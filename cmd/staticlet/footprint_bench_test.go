@@ -1,0 +1,282 @@
+package main
+
+// The Footprint sub-benchmark: memory as a node sees it, the proportional
+// set size (PSS, /proc/<pid>/smaps_rollup) of every process staticlet adds
+// beside the workload, for benchPods idle pods and for one pod of each
+// shape. PSS rather than RSS because the helpers are many copies of a few
+// binaries: RSS would count their shared pages once per process.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+
+	"github.com/staticlet/staticlet/internal/logs"
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
+)
+
+// footprintSettle is how long the pods idle, once every one is running,
+// before their helpers are measured: the Go helpers (pause, log drivers)
+// and the shims free their start-up garbage and fault in what an idle
+// process touches. There is no condition to wait on for "memory is
+// stable", hence a delay, and the figures are reported, never asserted.
+const footprintSettle = 10 * time.Second
+
+// footprint is the PSS, in bytes, of what staticlet adds, by group, and
+// how many processes each group holds.
+type footprint struct {
+	shims, pause, loggers, other     int64
+	nShims, nPause, nLoggers, nOther int
+	staticlet, containerd            int64
+}
+
+// helpers is the PSS of every process staticlet adds besides its own.
+func (f footprint) helpers() int64 { return f.shims + f.pause + f.loggers + f.other }
+
+// mib is n bytes in MiB.
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// footprintPod is a manifest of an idle pod with n containers.
+func footprintPod(name string, hostNetwork bool, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\nspec:\n  hostNetwork: %t\n  terminationGracePeriodSeconds: 10\n  containers:\n", name, hostNetwork)
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: c%d\n    image: localhost/busybox:test\n    command: [\"sh\", \"-c\", %q, %q]\n", i, benchScript, newMarker())
+	}
+	return b.String()
+}
+
+// benchFootprint measures once, whatever b.N: with benchPods idle
+// one-container hostNetwork pods, the PSS of staticlet's helpers by group,
+// containerd's growth over no pod and staticlet's own PSS; then the
+// helpers of a single pod of each shape (hostNetwork, pod network, three
+// containers), each alone on the node.
+func (be *benchEnv) benchFootprint(b *testing.B) {
+	for b.Loop() { // once: the figures are not per iteration
+	}
+	ctx := context.Background()
+	be.waitNoPods(b)
+	cpid := be.containerdPID()
+	if cpid == 0 {
+		b.Fatal("containerd's process not found")
+	}
+	c0, err := pss(cpid)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	var names []string
+	for i := range benchPods {
+		name := fmt.Sprintf("fp%02d", i)
+		names = append(names, name)
+		be.write(b, name+".yaml", footprintPod(name, true, 1))
+	}
+	f := be.steadyFootprint(b, ctx, names, 2*benchPods)
+	be.removeAll(b, names)
+	growth := f.containerd - c0
+	all := f.helpers() + growth + f.staticlet
+	lines := []string{fmt.Sprintf("footprint:         %d pods: shims %.1f MiB (%d), pause %.1f MiB (%d), loggers %.1f MiB (%d), other %.1f MiB (%d), containerd %+.1f MiB, staticlet %.1f MiB; helpers per pod %.2f MiB (target ≤ 1 MiB), everything per pod %.2f MiB",
+		benchPods, mib(f.shims), f.nShims, mib(f.pause), f.nPause, mib(f.loggers), f.nLoggers, mib(f.other), f.nOther,
+		mib(growth), mib(f.staticlet), mib(f.helpers())/benchPods, mib(all)/benchPods)}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(mib(f.shims), "shims-MiB")
+	b.ReportMetric(mib(f.pause), "pause-MiB")
+	b.ReportMetric(mib(f.loggers), "loggers-MiB")
+	b.ReportMetric(mib(f.other), "other-MiB")
+	b.ReportMetric(mib(growth), "containerd-growth-MiB")
+	b.ReportMetric(mib(f.staticlet), "staticlet-MiB")
+	b.ReportMetric(mib(f.helpers())/benchPods, "helpers-per-pod-MiB")
+
+	shapes := []struct {
+		name, metric string
+		hostNetwork  bool
+		containers   int
+	}{
+		{"hostNetwork", "hostnet-pod-MiB", true, 1},
+		{"pod network", "podnet-pod-MiB", false, 1},
+		{"3 containers", "3ctr-pod-MiB", true, 3},
+	}
+	var parts []string
+	for _, s := range shapes {
+		be.write(b, "shape.yaml", footprintPod("shape", s.hostNetwork, s.containers))
+		f := be.steadyFootprint(b, ctx, []string{"shape"}, 1+s.containers)
+		be.removeAll(b, []string{"shape"})
+		b.ReportMetric(mib(f.helpers()), s.metric)
+		parts = append(parts, fmt.Sprintf("%s %.2f MiB (shim %.1f, pause %.1f, loggers %.1f, other %.1f)",
+			s.name, mib(f.helpers()), mib(f.shims), mib(f.pause), mib(f.loggers), mib(f.other)))
+	}
+	lines = append(lines, "footprint, 1 pod:  helpers "+strings.Join(parts, "; "))
+	be.report(b, lines...)
+}
+
+// removeAll removes the manifests of names and waits until nothing is
+// left of their pods.
+func (be *benchEnv) removeAll(b *testing.B, names []string) {
+	for _, n := range names {
+		be.remove(b, n+".yaml")
+	}
+	be.waitNoPods(b)
+}
+
+// steadyFootprint waits until pods names all run and containerd has tasks
+// running in staticlet's namespace, waits footprintSettle, and measures.
+func (be *benchEnv) steadyFootprint(b *testing.B, ctx context.Context, names []string, tasks int) footprint {
+	b.Helper()
+	waitFor(b, 5*time.Minute, fmt.Sprintf("%d pods running", len(names)), func() (bool, string) {
+		list, err := be.status.Pods(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for i := range list.Items {
+			if running(&list.Items[i]) {
+				n++
+			}
+		}
+		return n == len(names), fmt.Sprintf("%d of %d running", n, len(names))
+	})
+	waitFor(b, benchWait, fmt.Sprintf("%d tasks running", tasks), func() (bool, string) {
+		pause, work, err := be.taskPIDs(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pause)+len(work) == tasks, fmt.Sprintf("%d pause and %d container tasks", len(pause), len(work))
+	})
+	time.Sleep(footprintSettle)
+	f, err := be.measureFootprint(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// taskPIDs returns the PIDs of the running tasks in staticlet's namespace:
+// the pause processes (kind sandbox) and the containers' init processes.
+func (be *benchEnv) taskPIDs(ctx context.Context) (pause, work map[int]bool, err error) {
+	ctx = nsCtx(ctx)
+	cs, err := be.client.Containers(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing containers: %w", err)
+	}
+	pause, work = map[int]bool{}, map[int]bool{}
+	for _, c := range cs {
+		labels, err := c.Labels(ctx)
+		if err != nil {
+			continue // removed since the listing
+		}
+		t, err := c.Task(ctx, nil)
+		if err != nil {
+			continue // no task: not running
+		}
+		st, err := t.Status(ctx)
+		if err != nil || st.Status != client.Running {
+			continue
+		}
+		if labels[sandbox.LabelKind] == string(pod.KindSandbox) {
+			pause[int(t.Pid())] = true
+		} else {
+			work[int(t.Pid())] = true
+		}
+	}
+	return pause, work, nil
+}
+
+// measureFootprint reads the PSS of staticlet, of containerd and of every
+// process staticlet adds. Those are found in the process table, not
+// assumed: the roots are staticlet and the runc shims of its namespace on
+// this containerd (containerd-shim-runc-v2 with -namespace testNS and
+// -address the test's socket; a shim leaves its starter and is re-parented
+// to init, so it is nobody's child here); every descendant of a root is
+// staticlet's, grouped as a pause (a sandbox task's PID from containerd),
+// a log driver (logs.IsDriver on its arguments) or other — except the
+// workload: a container task's PID from containerd and everything below
+// it, the processes the pod asked for, which are not counted at all.
+func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
+	pause, work, err := be.taskPIDs(ctx)
+	if err != nil {
+		return footprint{}, err
+	}
+	procs, err := procfs.List()
+	if err != nil {
+		return footprint{}, err
+	}
+	children := map[int][]procfs.Proc{}
+	shims := map[int]bool{}
+	for _, p := range procs {
+		children[p.PPID] = append(children[p.PPID], p)
+		if len(p.Args) > 0 && strings.HasPrefix(filepath.Base(p.Args[0]), "containerd-shim-runc-v2") &&
+			procfs.ArgValue(p.Args, "namespace") == testNS && procfs.ArgValue(p.Args, "address") == be.ctrd.Address {
+			shims[p.PID] = true
+		}
+	}
+	var f footprint
+	add := func(sum *int64, n *int, pid int) {
+		if v, err := pss(pid); err == nil { // gone since the listing: nothing to count
+			*sum += v
+			*n++
+		}
+	}
+	seen := map[int]bool{}
+	var walk func(pid int)
+	walk = func(pid int) {
+		for _, c := range children[pid] {
+			if seen[c.PID] || work[c.PID] {
+				continue
+			}
+			seen[c.PID] = true
+			switch {
+			case shims[c.PID]:
+				add(&f.shims, &f.nShims, c.PID)
+			case pause[c.PID]:
+				add(&f.pause, &f.nPause, c.PID)
+			case len(c.Args) > 1 && logs.IsDriver(c.Args[1:]):
+				add(&f.loggers, &f.nLoggers, c.PID)
+			default:
+				add(&f.other, &f.nOther, c.PID)
+			}
+			walk(c.PID)
+		}
+	}
+	spid := be.cmd.Process.Pid
+	seen[spid] = true
+	walk(spid)
+	for pid := range shims {
+		if !seen[pid] {
+			seen[pid] = true
+			add(&f.shims, &f.nShims, pid)
+			walk(pid)
+		}
+	}
+	if f.staticlet, err = pss(spid); err != nil {
+		return footprint{}, err
+	}
+	if f.containerd, err = pss(be.containerdPID()); err != nil {
+		return footprint{}, err
+	}
+	return f, nil
+}
+
+// pss returns the proportional set size of pid in bytes, from the Pss
+// line (kB) of /proc/<pid>/smaps_rollup.
+func pss(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no Pss in /proc/%d/smaps_rollup", pid)
+}
