@@ -39,6 +39,15 @@ type footprint struct {
 	staticlet, containerd            int64
 }
 
+// minus is f less g, group by group.
+func (f footprint) minus(g footprint) footprint {
+	return footprint{
+		shims: f.shims - g.shims, pause: f.pause - g.pause, loggers: f.loggers - g.loggers, other: f.other - g.other,
+		nShims: f.nShims - g.nShims, nPause: f.nPause - g.nPause, nLoggers: f.nLoggers - g.nLoggers, nOther: f.nOther - g.nOther,
+		staticlet: f.staticlet - g.staticlet, containerd: f.containerd - g.containerd,
+	}
+}
+
 // helpers is the PSS of every process staticlet adds besides its own.
 func (f footprint) helpers() int64 { return f.shims + f.pause + f.loggers + f.other }
 
@@ -80,8 +89,7 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 		names = append(names, name)
 		be.write(b, name+".yaml", footprintPod(name, true, 1))
 	}
-	f := be.steadyFootprint(b, ctx, names, 2*benchPods)
-	be.removeAll(b, names)
+	f := be.steadyFootprint(b, ctx, benchPods, 2*benchPods)
 	growth := f.containerd - c0
 	all := f.helpers() + growth + f.staticlet
 	lines := []string{fmt.Sprintf("footprint:         %d pods: shims %.1f MiB (%d), pause %.1f MiB (%d), loggers %.1f MiB (%d), other %.1f MiB (%d), containerd %+.1f MiB, staticlet %.1f MiB; helpers per pod %.2f MiB (target ≤ 1 MiB), everything per pod %.2f MiB",
@@ -96,25 +104,56 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 	b.ReportMetric(mib(f.staticlet), "staticlet-MiB")
 	b.ReportMetric(mib(f.helpers())/benchPods, "helpers-per-pod-MiB")
 
+	// Each shape twice. Added to the benchPods pods, the growth of the
+	// helpers' total PSS is what one more pod of that shape costs (PSS
+	// sums to the memory in use, so the pages it shares with the others
+	// are counted once, in the difference). Alone on the node, its helpers
+	// share their binaries' pages with nothing but staticlet: the cost of
+	// a node's first pod.
+	//
+	// Except for the shims: their total moves by tens of MiB between two
+	// measurements a few seconds apart (adding or removing one pod makes
+	// staticlet's resyncs ask every shim for its tasks' state, and each
+	// shim's Go heap grows and is given back on its own schedule), more
+	// than one shim weighs, so a shim added counts at the mean PSS of the
+	// shims measured with it.
 	shapes := []struct {
 		name, metric string
 		hostNetwork  bool
 		containers   int
 	}{
-		{"hostNetwork", "hostnet-pod-MiB", true, 1},
-		{"pod network", "podnet-pod-MiB", false, 1},
-		{"3 containers", "3ctr-pod-MiB", true, 3},
+		{"hostNetwork", "hostnet", true, 1},
+		{"pod network", "podnet", false, 1},
+		{"3 containers", "3ctr", true, 3},
 	}
-	var parts []string
-	for _, s := range shapes {
+	added := make([]footprint, len(shapes))
+	for i, s := range shapes {
+		base, err := be.measureFootprint(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
 		be.write(b, "shape.yaml", footprintPod("shape", s.hostNetwork, s.containers))
-		f := be.steadyFootprint(b, ctx, []string{"shape"}, 1+s.containers)
-		be.removeAll(b, []string{"shape"})
-		b.ReportMetric(mib(f.helpers()), s.metric)
-		parts = append(parts, fmt.Sprintf("%s %.2f MiB (shim %.1f, pause %.1f, loggers %.1f, other %.1f)",
-			s.name, mib(f.helpers()), mib(f.shims), mib(f.pause), mib(f.loggers), mib(f.other)))
+		g := be.steadyFootprint(b, ctx, benchPods+1, 2*benchPods+1+s.containers)
+		added[i] = g.minus(base)
+		if g.nShims > 0 { // see above: an added shim at the mean shim's PSS
+			added[i].shims = int64(added[i].nShims) * g.shims / int64(g.nShims)
+		}
+		be.remove(b, "shape.yaml")
+		be.waitCounts(b, ctx, benchPods, 2*benchPods)
 	}
-	lines = append(lines, "footprint, 1 pod:  helpers "+strings.Join(parts, "; "))
+	be.removeAll(b, names)
+	var parts []string
+	for i, s := range shapes {
+		be.write(b, "shape.yaml", footprintPod("shape", s.hostNetwork, s.containers))
+		f := be.steadyFootprint(b, ctx, 1, 1+s.containers)
+		be.removeAll(b, []string{"shape"})
+		a := added[i]
+		b.ReportMetric(mib(a.helpers()), s.metric+"-added-MiB")
+		b.ReportMetric(mib(f.helpers()), s.metric+"-alone-MiB")
+		parts = append(parts, fmt.Sprintf("%s %.2f MiB (shim %.1f (mean), pause %.1f, loggers %.1f, other %.1f) added, %.1f MiB alone",
+			s.name, mib(a.helpers()), mib(a.shims), mib(a.pause), mib(a.loggers), mib(a.other), mib(f.helpers())))
+	}
+	lines = append(lines, fmt.Sprintf("footprint, 1 pod:  helpers added to the %d pods, and alone on the node: ", benchPods)+strings.Join(parts, "; "))
 	be.report(b, lines...)
 }
 
@@ -127,11 +166,24 @@ func (be *benchEnv) removeAll(b *testing.B, names []string) {
 	be.waitNoPods(b)
 }
 
-// steadyFootprint waits until pods names all run and containerd has tasks
-// running in staticlet's namespace, waits footprintSettle, and measures.
-func (be *benchEnv) steadyFootprint(b *testing.B, ctx context.Context, names []string, tasks int) footprint {
+// steadyFootprint waits until pods pods run, with tasks tasks in
+// staticlet's namespace, waits footprintSettle, and measures.
+func (be *benchEnv) steadyFootprint(b *testing.B, ctx context.Context, pods, tasks int) footprint {
 	b.Helper()
-	waitFor(b, 5*time.Minute, fmt.Sprintf("%d pods running", len(names)), func() (bool, string) {
+	be.waitCounts(b, ctx, pods, tasks)
+	time.Sleep(footprintSettle)
+	f, err := be.measureFootprint(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// waitCounts waits until staticlet lists pods pods, every one running, and
+// containerd runs tasks tasks in staticlet's namespace.
+func (be *benchEnv) waitCounts(b *testing.B, ctx context.Context, pods, tasks int) {
+	b.Helper()
+	waitFor(b, 5*time.Minute, fmt.Sprintf("%d pods running", pods), func() (bool, string) {
 		list, err := be.status.Pods(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -142,7 +194,7 @@ func (be *benchEnv) steadyFootprint(b *testing.B, ctx context.Context, names []s
 				n++
 			}
 		}
-		return n == len(names), fmt.Sprintf("%d of %d running", n, len(names))
+		return n == pods && len(list.Items) == pods, fmt.Sprintf("%d listed, %d running, want %d", len(list.Items), n, pods)
 	})
 	waitFor(b, benchWait, fmt.Sprintf("%d tasks running", tasks), func() (bool, string) {
 		pause, work, err := be.taskPIDs(ctx)
@@ -151,12 +203,6 @@ func (be *benchEnv) steadyFootprint(b *testing.B, ctx context.Context, names []s
 		}
 		return len(pause)+len(work) == tasks, fmt.Sprintf("%d pause and %d container tasks", len(pause), len(work))
 	})
-	time.Sleep(footprintSettle)
-	f, err := be.measureFootprint(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return f
 }
 
 // taskPIDs returns the PIDs of the running tasks in staticlet's namespace:
