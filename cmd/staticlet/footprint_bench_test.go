@@ -68,7 +68,9 @@ func footprintPod(name string, hostNetwork bool, n int) string {
 // one-container hostNetwork pods, the PSS of staticlet's helpers by group,
 // containerd's growth over no pod and staticlet's own PSS; then the
 // helpers of a single pod of each shape (hostNetwork, pod network, three
-// containers), each alone on the node.
+// containers), added to those pods and alone on the node. The task counts
+// waited for are a pause and the containers per pod: a change that drops
+// the pause task changes them here.
 func (be *benchEnv) benchFootprint(b *testing.B) {
 	for b.Loop() { // once: the figures are not per iteration
 	}
