@@ -78,15 +78,9 @@ func (be *benchEnv) benchProbeCPU(b *testing.B) {
 	}
 	ctx := context.Background()
 	waitFor(b, 5*time.Minute, fmt.Sprintf("%d pods running", probeBenchPods), func() (bool, string) {
-		list, err := be.status.Pods(ctx)
+		_, n, err := be.countPods(ctx)
 		if err != nil {
 			return false, err.Error()
-		}
-		n := 0
-		for i := range list.Items {
-			if running(&list.Items[i]) {
-				n++
-			}
 		}
 		return n == probeBenchPods, fmt.Sprintf("%d of %d running", n, probeBenchPods)
 	})
@@ -199,4 +193,19 @@ func probePeriod() string {
 		return v
 	}
 	return "1"
+}
+
+// countPods returns how many pods staticlet lists, and how many of them
+// run.
+func (be *benchEnv) countPods(ctx context.Context) (listed, up int, err error) {
+	list, err := be.status.Pods(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range list.Items {
+		if running(&list.Items[i]) {
+			up++
+		}
+	}
+	return len(list.Items), up, nil
 }

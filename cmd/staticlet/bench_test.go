@@ -471,18 +471,22 @@ func procCPU(pid int) (time.Duration, error) {
 }
 
 // procRSS returns the resident set size of pid in bytes.
-func procRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+func procRSS(pid int) (int64, error) { return procKB(pid, "status", "VmRSS:") }
+
+// procKB returns, in bytes, the figure in kB on the line of
+// /proc/<pid>/<file> that begins with field.
+func procKB(pid int, file, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/%s", field, pid, file)
 }
 
 // containerdPID finds the private containerd by its config path.

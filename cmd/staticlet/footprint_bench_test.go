@@ -9,9 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,17 +184,11 @@ func (be *benchEnv) steadyFootprint(b *testing.B, ctx context.Context, pods, tas
 func (be *benchEnv) waitCounts(b *testing.B, ctx context.Context, pods, tasks int) {
 	b.Helper()
 	waitFor(b, 5*time.Minute, fmt.Sprintf("%d pods running", pods), func() (bool, string) {
-		list, err := be.status.Pods(ctx)
+		listed, n, err := be.countPods(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		n := 0
-		for i := range list.Items {
-			if running(&list.Items[i]) {
-				n++
-			}
-		}
-		return n == pods && len(list.Items) == pods, fmt.Sprintf("%d listed, %d running, want %d", len(list.Items), n, pods)
+		return n == pods && listed == pods, fmt.Sprintf("%d listed, %d running, want %d", listed, n, pods)
 	})
 	waitFor(b, benchWait, fmt.Sprintf("%d tasks running", tasks), func() (bool, string) {
 		pause, work, err := be.taskPIDs(ctx)
@@ -314,17 +306,5 @@ func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
 }
 
 // pss returns the proportional set size of pid in bytes, from the Pss
-// line (kB) of /proc/<pid>/smaps_rollup.
-func pss(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no Pss in /proc/%d/smaps_rollup", pid)
-}
+// line of /proc/<pid>/smaps_rollup.
+func pss(pid int) (int64, error) { return procKB(pid, "smaps_rollup", "Pss:") }
