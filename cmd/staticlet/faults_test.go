@@ -446,7 +446,7 @@ func (f *faultWorld) leftovers(t *testing.T) []string {
 			addf("shim %d: %s", pid, line)
 		case strings.Contains(line, "dupcheck-"):
 			addf("container process %d: %s", pid, line)
-		case strings.Contains(line, filepath.Join(e.root, "pause")):
+		case strings.Contains(line, filepath.Join(e.root, "bin")+"/") || strings.Contains(line, filepath.Join(e.root, "pause")+"/"):
 			addf("log driver %d: %s", pid, line)
 		default:
 			if root, _ := os.Readlink(fmt.Sprintf("/proc/%d/root", pid)); root == filepath.Join(e.root, "pause", "rootfs") {

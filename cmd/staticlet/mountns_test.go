@@ -71,15 +71,15 @@ func TestCgroupsPerQOSOff(t *testing.T) {
 	}
 }
 
-// TestLogDriverFromPauseRoot: the shim runs the log driver from the copy
-// of staticlet in the pause root (under --root-dir, where a shim in
-// another mount namespace finds it too), and it writes the log.
-func TestLogDriverFromPauseRoot(t *testing.T) {
+// TestLogDriverFromRootDir: the shim runs the log driver from the copy of
+// staticlet under --root-dir (bin/log-driver, where a shim in another
+// mount namespace finds it too), and it writes the log.
+func TestLogDriverFromRootDir(t *testing.T) {
 	e := newEnv(t)
 	d := e.start()
 	e.write("web.yaml", sleeperPod("web", "first", true))
 	d.waitPod("web-"+testNode, 60*time.Second, "pod running", running)
-	copyPath := filepath.Join(e.root, "pause", "rootfs", "pause")
+	copyPath := filepath.Join(e.root, "bin", "log-driver")
 	var drivers [][]string
 	waitFor(t, 30*time.Second, "the log driver of web's container", func() (bool, string) {
 		drivers = logDriversUnder(e.logs)
@@ -87,7 +87,7 @@ func TestLogDriverFromPauseRoot(t *testing.T) {
 	})
 	for _, args := range drivers {
 		if args[0] != copyPath {
-			t.Errorf("log driver runs as %q, want the pause root's copy %s", args, copyPath)
+			t.Errorf("log driver runs as %q, want the copy %s", args, copyPath)
 		}
 	}
 	// Output written by the container, through that driver.

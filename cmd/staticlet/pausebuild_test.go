@@ -54,10 +54,10 @@ var (
 )
 
 // TestDynamicBuild runs a pod with a dynamically linked staticlet, whose
-// copy is the pause program of the pod's sandbox: the pause runs (its root
-// gets the program's libraries), the app is started once, and the sandbox
-// is neither restarted nor re-created. Every other end-to-end test runs
-// the static build make makes.
+// copy is the log driver of the pod's containers: the built-in pause runs,
+// the app is started once with its log driver running, and the sandbox is
+// neither restarted nor re-created. Every other end-to-end test runs the
+// static build make makes.
 func TestDynamicBuild(t *testing.T) {
 	bin := dynamicBinary(t)
 	e := newEnv(t)
@@ -77,6 +77,10 @@ func TestDynamicBuild(t *testing.T) {
 	if got := cmdline(pid); len(got) == 0 || got[len(got)-1] != "pause" {
 		t.Errorf("pause process %d runs %q, want the pause program", pid, got)
 	}
+	waitFor(t, 30*time.Second, "the log driver of web's container", func() (bool, string) {
+		drivers := logDriversUnder(e.logs)
+		return len(drivers) == 1, fmt.Sprintf("log drivers %q", drivers)
+	})
 	// Two more passes over the pod (a resync every 5s) find nothing to
 	// do: no sandbox restarted or re-created, the app as it was.
 	passes := d.syncs("default/" + name)

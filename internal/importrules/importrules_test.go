@@ -83,17 +83,18 @@ var rules = map[string]rule{
 	// watches the files that containers mount). sandbox also
 	// imports its own subpackages, and logs to read the tail of a
 	// container's log as its termination message.
-	"internal/watch":            {product, []string{"internal/pod"}},
-	"internal/health":           {product, []string{"internal/pod"}},
-	"internal/filewatch":        {product, []string{"internal/pod"}},
-	"internal/status":           {product, []string{"internal/pod"}},
-	"internal/status/printers":  {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/sandbox/..."}},
-	"internal/sandbox/spec":     {product, []string{"internal/pod"}},
-	"internal/sandbox/ipam":     {product, nil},
-	"internal/sandbox/netns":    {product, nil},
-	"internal/sandbox/procfs":   {product, nil},
-	"internal/sandbox/registry": {product, nil},
+	"internal/watch":             {product, []string{"internal/pod"}},
+	"internal/health":            {product, []string{"internal/pod"}},
+	"internal/filewatch":         {product, []string{"internal/pod"}},
+	"internal/status":            {product, []string{"internal/pod"}},
+	"internal/status/printers":   {product, []string{"internal/pod", "internal/status"}},
+	"internal/sandbox":           {product, []string{"internal/pod", "internal/logs", "internal/sandbox/..."}},
+	"internal/sandbox/spec":      {product, []string{"internal/pod"}},
+	"internal/sandbox/ipam":      {product, nil},
+	"internal/sandbox/netns":     {product, nil},
+	"internal/sandbox/procfs":    {product, nil},
+	"internal/sandbox/pauseprog": {product, nil},
+	"internal/sandbox/registry":  {product, nil},
 
 	// Leaves that know no pods: the container log files (written by the
 	// log driver, read by sandbox and the logs command), the image import

@@ -114,7 +114,6 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 	logs := shortTempDir(t)
 	env := ctrdtest.Start(t)
 	img := env.ImportImage(t, testNS, testimage.DefaultRef)
-	bin := pauseBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	cfg := Config{
@@ -122,8 +121,6 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 		Namespace:   testNS,
 		RootDir:     root,
 		PodLogsDir:  logs,
-		PauseBinary: bin,
-		PauseArgs:   []string{"pause"},
 		Snapshotter: env.Snapshotter,
 	}
 	if configure != nil {

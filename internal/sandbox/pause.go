@@ -1,13 +1,17 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticlet/staticlet/internal/sandbox/pauseprog"
 )
 
 // pauseRoot is the read-only root every pause sandbox runs from.
@@ -16,17 +20,24 @@ func pauseRoot(rootDir string) string { return filepath.Join(rootDir, "pause", "
 // pauseProgram is the pause program's path inside its root.
 const pauseProgram = "/pause"
 
-// preparePauseRoot makes dir a root holding a copy of program bin and the
-// empty mount points runc needs. A dynamically linked bin gets its program
-// interpreter and libraries beside it, at their host paths (dynamicNeeds);
-// the LD_LIBRARY_PATH it needs is returned, empty for a static program.
-// Each copy is refreshed only when its source changed, through a rename so
-// that running sandboxes keep their file.
-func preparePauseRoot(bin, dir string) (libPath string, err error) {
+// preparePauseRoot makes dir a root holding the pause program and the
+// empty mount points runc needs. The program is the built-in one (prog)
+// when bin is empty, and otherwise a copy of program bin; a dynamically
+// linked bin gets its program interpreter and libraries beside it, at
+// their host paths (dynamicNeeds), and the LD_LIBRARY_PATH it needs is
+// returned, empty for a static program. Each file is refreshed only when
+// it changed, through a rename, so that running sandboxes keep theirs.
+func preparePauseRoot(prog []byte, bin, dir string) (libPath string, err error) {
 	for _, d := range []string{"proc", "dev", "sys", "etc"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return "", fmt.Errorf("preparing the pause root: %w", err)
 		}
+	}
+	if bin == "" {
+		if err := installBytes(prog, filepath.Join(dir, pauseProgram)); err != nil {
+			return "", fmt.Errorf("writing the pause program: %w", err)
+		}
+		return "", nil
 	}
 	needs, err := dynamicNeeds(bin)
 	if err != nil {
@@ -43,6 +54,18 @@ func preparePauseRoot(bin, dir string) (libPath string, err error) {
 	return libraryPath(needs), nil
 }
 
+// installBytes writes data to dst, executable, unless dst holds data
+// already. The file is renamed into place.
+func installBytes(data []byte, dst string) error {
+	if cur, err := os.ReadFile(dst); err == nil && bytes.Equal(cur, data) {
+		return nil
+	}
+	return replaceFile(dst, time.Time{}, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
 // installFile copies file src (following links) to dst, executable, with
 // src's modification time, unless dst has src's size and time already.
 // The copy is renamed into place.
@@ -54,20 +77,29 @@ func installFile(src, dst string) error {
 	if cur, err := os.Stat(dst); err == nil && cur.Size() == st.Size() && cur.ModTime().Equal(st.ModTime()) {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".pause-*")
+	return replaceFile(dst, st.ModTime(), func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+}
+
+// replaceFile writes a new executable file through write, with
+// modification time mtime unless it is zero, and renames it to dst.
+func replaceFile(dst string, mtime time.Time, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".install-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -78,8 +110,10 @@ func installFile(src, dst string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Chtimes(tmp.Name(), st.ModTime(), st.ModTime()); err != nil {
-		return err
+	if !mtime.IsZero() {
+		if err := os.Chtimes(tmp.Name(), mtime, mtime); err != nil {
+			return err
+		}
 	}
 	return os.Rename(tmp.Name(), dst)
 }
@@ -89,11 +123,13 @@ func installFile(src, dst string) error {
 // runc's init or the Go runtime's default, which end the process with
 // exit 2, or, sooner still, no handler at all: the kernel discards it for
 // the init of a PID namespace, and the sandbox runs on until SIGKILL.
-const pauseReadyName = "pause-ready"
+const pauseReadyName = pauseprog.ReadyName
 
-// Pause is the body of a pod's pause sandbox: it holds the pod's namespaces
-// open, reaps orphans when it is the pod's PID 1, and exits 0 on SIGTERM or
-// SIGINT. It returns the exit code.
+// Pause is the body of a pod's pause sandbox where there is no built-in
+// pause program for the architecture (pauseprog) and staticlet runs itself
+// instead: it holds the pod's namespaces open, reaps orphans when it is
+// the pod's PID 1, and exits 0 on SIGTERM or SIGINT. It returns the exit
+// code.
 func Pause() int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGCHLD)

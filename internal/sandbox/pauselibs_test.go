@@ -152,7 +152,7 @@ func TestDynamicNeeds(t *testing.T) {
 			}
 			// The proof: it runs in a root with nothing but it and its needs.
 			root := filepath.Join(t.TempDir(), "root")
-			libPath, err := preparePauseRoot(bin, root)
+			libPath, err := preparePauseRoot(nil, bin, root)
 			if err != nil {
 				t.Fatalf("preparePauseRoot(%s): %v", tt.prog, err)
 			}
@@ -179,13 +179,13 @@ func TestDynamicNeedsRefresh(t *testing.T) {
 	buildPrograms(t, dir)
 	bin := filepath.Join(dir, "c-origin")
 	root := filepath.Join(dir, "root")
-	if _, err := preparePauseRoot(bin, root); err != nil {
+	if _, err := preparePauseRoot(nil, bin, root); err != nil {
 		t.Fatal(err)
 	}
 	lib := filepath.Join(dir, "lib", "libpauselibtest.so.1")
 	copied := filepath.Join(root, lib)
 	before := inode(t, copied)
-	if _, err := preparePauseRoot(bin, root); err != nil {
+	if _, err := preparePauseRoot(nil, bin, root); err != nil {
 		t.Fatal(err)
 	}
 	if inode(t, copied) != before {
@@ -195,7 +195,7 @@ func TestDynamicNeedsRefresh(t *testing.T) {
 	if err := os.Rename(lib+".new", lib); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := preparePauseRoot(bin, root); err != nil {
+	if _, err := preparePauseRoot(nil, bin, root); err != nil {
 		t.Fatal(err)
 	}
 	if inode(t, copied) == before {

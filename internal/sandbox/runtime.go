@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/staticlet/staticlet/internal/sandbox/pauseprog"
 	"github.com/staticlet/staticlet/internal/sandbox/registry"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
@@ -92,15 +93,16 @@ type Config struct {
 	// output raw to the log file (cio.LogFile).
 	LogDriverArgs func(logPath string) map[string]string
 	// LogDriver is the absolute path of the log driver program; by
-	// default the copy of PauseBinary in the pause root, which is staticlet
-	// unless PauseBinary says otherwise. The shim runs it in containerd's
-	// mount namespace, where a path of staticlet's own (os.Executable in a
-	// container) may not exist; the pause root under RootDir is where the
-	// shim finds it, as it finds every sandbox's root.
+	// default a copy of staticlet's own binary, <RootDir>/bin/log-driver.
+	// The shim runs it in containerd's mount namespace, where a path of
+	// staticlet's own (os.Executable in a container) may not exist; under
+	// RootDir is where the shim finds it, as it finds every sandbox's root.
 	LogDriver string
-	// PauseBinary is the program copied into the pause root and run with
-	// PauseArgs; the staticlet binary itself by default. A dynamically
-	// linked one gets its interpreter and libraries copied there too.
+	// PauseBinary, when set, is the program copied into the pause root and
+	// run with PauseArgs; a dynamically linked one gets its interpreter
+	// and libraries copied there too. By default the pause program is the
+	// built-in one for the architecture (pauseprog), a few hundred bytes
+	// with no runtime, and where there is none staticlet's own binary.
 	PauseBinary string
 	// PauseArgs are the arguments after the program; default ["pause"].
 	PauseArgs []string
@@ -185,6 +187,26 @@ type Runtime struct {
 	pauseEnv []string
 }
 
+// logDriverPath is where the log driver's copy goes under the root dir.
+func logDriverPath(rootDir string) string { return filepath.Join(rootDir, "bin", "log-driver") }
+
+// installLogDriver copies staticlet's binary to logDriverPath, refreshed
+// when it changed, and returns the copy's absolute path.
+func installLogDriver(rootDir string) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the log driver program: %w", err)
+	}
+	dst, err := filepath.Abs(logDriverPath(rootDir))
+	if err != nil {
+		return "", fmt.Errorf("finding the log driver program: %w", err)
+	}
+	if err := installFile(exe, dst); err != nil {
+		return "", fmt.Errorf("copying the log driver program: %w", err)
+	}
+	return dst, nil
+}
+
 // New connects to containerd and prepares the pause root. It starts nothing.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Namespace == "" {
@@ -205,7 +227,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.PauseBinary == "" {
+	builtin, haveBuiltin := pauseprog.Program(goruntime.GOARCH)
+	if cfg.PauseBinary == "" && !haveBuiltin {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("finding the pause program: %w", err)
@@ -213,9 +236,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.PauseBinary = exe
 	}
 	if cfg.LogDriverArgs != nil && cfg.LogDriver == "" {
-		driver, err := filepath.Abs(filepath.Join(pauseRoot(cfg.RootDir), pauseProgram))
+		driver, err := installLogDriver(cfg.RootDir)
 		if err != nil {
-			return nil, fmt.Errorf("finding the log driver program: %w", err)
+			return nil, err
 		}
 		cfg.LogDriver = driver
 	}
@@ -227,7 +250,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
 		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)
 	}
-	libPath, err := preparePauseRoot(cfg.PauseBinary, pauseRoot(cfg.RootDir))
+	libPath, err := preparePauseRoot(builtin, cfg.PauseBinary, pauseRoot(cfg.RootDir))
 	if err != nil {
 		return nil, err
 	}

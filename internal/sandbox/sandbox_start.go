@@ -282,13 +282,15 @@ func (r *Runtime) pauseLog(id string) string {
 	return filepath.Join(r.sandboxDir(id), "pause.log")
 }
 
-// pauseIO sends a pause process's output to logPath: through the log
-// driver, as containers' output, when there is one. The shim's own copy
-// to a file (cio.LogFile) can lose the output of a process that exits at
-// once when the node is busy: containerd 1.6's shim then logs "error
-// copying stderr" and the file stays empty.
+// pauseIO sends a pause process's output to logPath. The built-in pause
+// writes one line, when it fails, and has the shim copy it to the file
+// (cio.LogFile): no log driver process per pod. Another pause program's
+// output goes through the log driver, as containers' output, when there is
+// one: the shim's own copy can lose the output of a process that exits at
+// once when the node is busy (containerd 1.6's shim then logs "error
+// copying stderr" and the file stays empty).
 func (r *Runtime) pauseIO(logPath string) cio.Creator {
-	if r.cfg.LogDriverArgs != nil {
+	if r.cfg.LogDriverArgs != nil && r.cfg.PauseBinary != "" {
 		return cio.BinaryIO(r.cfg.LogDriver, r.cfg.LogDriverArgs(logPath))
 	}
 	return cio.LogFile(logPath)
