@@ -32,8 +32,9 @@ deps:
 	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox \
 		|| ! command -v dbus-daemon >/dev/null || ! command -v debootstrap >/dev/null || ! command -v systemd-nspawn >/dev/null \
 		|| ! command -v qemu-system-x86_64 >/dev/null || ! command -v mkfs.ext4 >/dev/null || ! command -v debugfs >/dev/null \
-		|| ! command -v gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container gcc \
+		|| ! command -v gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null \
+		|| ! command -v aarch64-linux-gnu-as >/dev/null; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container gcc binutils-aarch64-linux-gnu \
 		&& DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-system-x86 qemu-user e2fsprogs; \
 	fi
 

@@ -237,7 +237,8 @@ func (be *benchEnv) taskPIDs(ctx context.Context) (pause, work map[int]bool, err
 // -address the test's socket; a shim leaves its starter and is re-parented
 // to init, so it is nobody's child here); every descendant of a root is
 // staticlet's, grouped as a pause (a sandbox task's PID from containerd),
-// a log driver (logs.IsDriver on its arguments) or other — except the
+// a logger (a log driver or forwarder, logs.IsDriver on its arguments, or
+// the log daemon) or other — except the
 // workload: a container task's PID from containerd and everything below
 // it, the processes the pod asked for, which are not counted at all.
 func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
@@ -278,7 +279,7 @@ func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
 				add(&f.shims, &f.nShims, c.PID)
 			case pause[c.PID]:
 				add(&f.pause, &f.nPause, c.PID)
-			case len(c.Args) > 1 && logs.IsDriver(c.Args[1:]):
+			case len(c.Args) > 1 && (logs.IsDriver(c.Args[1:]) || c.Args[1] == "log-daemon"):
 				add(&f.loggers, &f.nLoggers, c.PID)
 			default:
 				add(&f.other, &f.nOther, c.PID)

@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/ctrdtest"
+	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/testimage"
@@ -90,6 +91,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// The log daemon the test's staticlets started outlives them.
+		stopLogDaemon(t, filepath.Join(dir, "root"))
 		// A staticlet killed by the test leaves its pods' namespaces pinned.
 		if err := ctrdtest.UnmountUnder(dir); err != nil {
 			t.Errorf("unmounting under %s: %v", dir, err)
@@ -107,6 +110,20 @@ func newEnv(t *testing.T) *env {
 	}
 	e.net = newTestNet(t)
 	return e
+}
+
+// stopLogDaemon ends the log daemon of root dir root, if one runs, and
+// waits until it is gone.
+func stopLogDaemon(t *testing.T, root string) {
+	t.Helper()
+	pid := logd.DaemonPID(logd.Dir(root))
+	if pid == 0 {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	waitFor(t, 30*time.Second, "the log daemon to exit", func() (bool, string) {
+		return !processRunning(pid), fmt.Sprintf("log daemon %d running", pid)
+	})
 }
 
 // write puts a manifest file into the manifest directory atomically.

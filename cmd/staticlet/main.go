@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/sandbox"
 )
@@ -21,9 +22,13 @@ func main() {
 	if len(os.Args) == 2 && os.Args[1] == "pause" {
 		os.Exit(sandbox.Pause())
 	}
-	// So does the log driver the shim runs for every container.
+	// So does the log driver the shim runs for every container where
+	// there is no forwarder for the architecture, and the log daemon.
 	if logs.IsDriver(os.Args[1:]) {
 		os.Exit(logs.RunDriver(os.Args[1:]))
+	}
+	if len(os.Args) == 3 && os.Args[1] == "log-daemon" {
+		os.Exit(logd.RunDaemon(os.Args[2]))
 	}
 	if err := rootCommand().Execute(); err != nil {
 		if e, ok := err.(*exitError); ok && e.raw {

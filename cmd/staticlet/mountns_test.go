@@ -71,15 +71,15 @@ func TestCgroupsPerQOSOff(t *testing.T) {
 	}
 }
 
-// TestLogDriverFromRootDir: the shim runs the log driver from the copy of
-// staticlet under --root-dir (bin/log-driver, where a shim in another
-// mount namespace finds it too), and it writes the log.
+// TestLogDriverFromRootDir: the shim runs each container's log forwarder
+// from under --root-dir (bin/log-forwarder, where a shim in another mount
+// namespace finds it too), and the container's output reaches its log.
 func TestLogDriverFromRootDir(t *testing.T) {
 	e := newEnv(t)
 	d := e.start()
 	e.write("web.yaml", sleeperPod("web", "first", true))
 	d.waitPod("web-"+testNode, 60*time.Second, "pod running", running)
-	copyPath := filepath.Join(e.root, "bin", "log-driver")
+	copyPath := filepath.Join(e.root, "bin", "log-forwarder")
 	var drivers [][]string
 	waitFor(t, 30*time.Second, "the log driver of web's container", func() (bool, string) {
 		drivers = logDriversUnder(e.logs)

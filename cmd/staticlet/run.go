@@ -23,6 +23,7 @@ import (
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/reconcile"
@@ -121,6 +122,9 @@ type statusConfig struct {
 // 10.96.0.0/12, so that staticlet can share a node with any of them; a /24
 // holds 253 pods, twice the kubelet's default maxPods.
 const defaultPodCIDR = "10.213.0.0/24"
+
+// logDaemonCheck is how often staticlet makes sure the log daemon runs.
+const logDaemonCheck = 5 * time.Second
 
 // stepPauseEnv, a testing hook, names a duration to pause between the steps
 // of each pod's network setup, so a test can kill staticlet in the middle.
@@ -227,6 +231,16 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	// Containers log through the node's log daemon: the shim runs a
+	// forwarder per container that hands the daemon its pipes.
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding staticlet's binary for the log daemon: %w", err)
+	}
+	logInstall, err := logd.Setup(cfg.rootDir, exe)
+	if err != nil {
+		return err
+	}
 	// imports is set before anything can call AwaitImports: the runtime
 	// resolves no image before the errgroup below starts.
 	var imports *images.Dir
@@ -236,6 +250,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		RootDir:              cfg.rootDir,
 		PodLogsDir:           cfg.logs.dir,
 		LogDriverArgs:        logDriverArgs,
+		LogDriver:            logInstall.Driver,
 		HostIP:               nodeIP,
 		ResolvConf:           cfg.runtime.resolvConf,
 		AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
@@ -329,6 +344,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Logger: logger})
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
+	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
 	g.Go(func() error { return files.Run(ctx) })

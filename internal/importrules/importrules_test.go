@@ -88,7 +88,7 @@ var rules = map[string]rule{
 	"internal/filewatch":         {product, []string{"internal/pod"}},
 	"internal/status":            {product, []string{"internal/pod"}},
 	"internal/status/printers":   {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":           {product, []string{"internal/pod", "internal/logs", "internal/sandbox/..."}},
+	"internal/sandbox":           {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/sandbox/..."}},
 	"internal/sandbox/spec":      {product, []string{"internal/pod"}},
 	"internal/sandbox/ipam":      {product, nil},
 	"internal/sandbox/netns":     {product, nil},
@@ -97,9 +97,12 @@ var rules = map[string]rule{
 	"internal/sandbox/registry":  {product, nil},
 
 	// Leaves that know no pods: the container log files (written by the
-	// log driver, read by sandbox and the logs command), the image import
-	// directory, the logind inhibitor lock.
+	// log daemon or driver, read by sandbox and the logs command), the
+	// node's log daemon and its forwarder, files put in place for running
+	// programs, the image import directory, the logind inhibitor lock.
 	"internal/logs":         {product, nil},
+	"internal/logd":         {product, []string{"internal/logs", "internal/install"}},
+	"internal/install":      {product, nil},
 	"internal/images":       {product, nil},
 	"internal/nodeshutdown": {product, nil},
 

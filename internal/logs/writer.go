@@ -67,10 +67,15 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 // writes it as records. At the end, an unterminated last line is written as
 // a full record. It returns nil at EOF.
 func (w *Writer) Copy(stream string, r io.Reader) error {
+	return w.CopyBuffer(stream, r, make([]byte, 64*1024))
+}
+
+// CopyBuffer is Copy reading through buf: a smaller buffer for a process
+// that copies many streams at once.
+func (w *Writer) CopyBuffer(stream string, r io.Reader, buf []byte) error {
 	if _, ok := w.lines[stream]; !ok {
 		return fmt.Errorf("log writer: unknown stream %q", stream)
 	}
-	buf := make([]byte, 64*1024)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {

@@ -1,16 +1,14 @@
 package sandbox
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/staticlet/staticlet/internal/install"
 	"github.com/staticlet/staticlet/internal/sandbox/pauseprog"
 )
 
@@ -34,7 +32,7 @@ func preparePauseRoot(prog []byte, bin, dir string) (libPath string, err error) 
 		}
 	}
 	if bin == "" {
-		if err := installBytes(prog, filepath.Join(dir, pauseProgram)); err != nil {
+		if err := install.Bytes(prog, filepath.Join(dir, pauseProgram)); err != nil {
 			return "", fmt.Errorf("writing the pause program: %w", err)
 		}
 		return "", nil
@@ -44,78 +42,14 @@ func preparePauseRoot(prog []byte, bin, dir string) (libPath string, err error) 
 		return "", err
 	}
 	for _, f := range needs {
-		if err := installFile(f, filepath.Join(dir, filepath.Clean(f))); err != nil {
+		if err := install.File(f, filepath.Join(dir, filepath.Clean(f))); err != nil {
 			return "", fmt.Errorf("copying what the pause program needs into its root: %w", err)
 		}
 	}
-	if err := installFile(bin, filepath.Join(dir, pauseProgram)); err != nil {
+	if err := install.File(bin, filepath.Join(dir, pauseProgram)); err != nil {
 		return "", fmt.Errorf("copying the pause program: %w", err)
 	}
 	return libraryPath(needs), nil
-}
-
-// installBytes writes data to dst, executable, unless dst holds data
-// already. The file is renamed into place.
-func installBytes(data []byte, dst string) error {
-	if cur, err := os.ReadFile(dst); err == nil && bytes.Equal(cur, data) {
-		return nil
-	}
-	return replaceFile(dst, time.Time{}, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
-
-// installFile copies file src (following links) to dst, executable, with
-// src's modification time, unless dst has src's size and time already.
-// The copy is renamed into place.
-func installFile(src, dst string) error {
-	st, err := os.Stat(src)
-	if err != nil {
-		return err
-	}
-	if cur, err := os.Stat(dst); err == nil && cur.Size() == st.Size() && cur.ModTime().Equal(st.ModTime()) {
-		return nil
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	return replaceFile(dst, st.ModTime(), func(w io.Writer) error {
-		_, err := io.Copy(w, in)
-		return err
-	})
-}
-
-// replaceFile writes a new executable file through write, with
-// modification time mtime unless it is zero, and renames it to dst.
-func replaceFile(dst string, mtime time.Time, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".install-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if !mtime.IsZero() {
-		if err := os.Chtimes(tmp.Name(), mtime, mtime); err != nil {
-			return err
-		}
-	}
-	return os.Rename(tmp.Name(), dst)
 }
 
 // pauseReadyName is the name the pause process takes once it handles

@@ -92,11 +92,10 @@ type Config struct {
 	// arguments and the container's stdout and stderr pipes. Nil sends the
 	// output raw to the log file (cio.LogFile).
 	LogDriverArgs func(logPath string) map[string]string
-	// LogDriver is the absolute path of the log driver program; by
-	// default a copy of staticlet's own binary, <RootDir>/bin/log-driver.
-	// The shim runs it in containerd's mount namespace, where a path of
-	// staticlet's own (os.Executable in a container) may not exist; under
-	// RootDir is where the shim finds it, as it finds every sandbox's root.
+	// LogDriver is the absolute path of the log driver program, needed
+	// with LogDriverArgs (package logd installs it under RootDir). The
+	// shim runs it in containerd's mount namespace, where a path of
+	// staticlet's own (os.Executable in a container) may not exist.
 	LogDriver string
 	// PauseBinary, when set, is the program copied into the pause root and
 	// run with PauseArgs; a dynamically linked one gets its interpreter
@@ -187,26 +186,6 @@ type Runtime struct {
 	pauseEnv []string
 }
 
-// logDriverPath is where the log driver's copy goes under the root dir.
-func logDriverPath(rootDir string) string { return filepath.Join(rootDir, "bin", "log-driver") }
-
-// installLogDriver copies staticlet's binary to logDriverPath, refreshed
-// when it changed, and returns the copy's absolute path.
-func installLogDriver(rootDir string) (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("finding the log driver program: %w", err)
-	}
-	dst, err := filepath.Abs(logDriverPath(rootDir))
-	if err != nil {
-		return "", fmt.Errorf("finding the log driver program: %w", err)
-	}
-	if err := installFile(exe, dst); err != nil {
-		return "", fmt.Errorf("copying the log driver program: %w", err)
-	}
-	return dst, nil
-}
-
 // New connects to containerd and prepares the pause root. It starts nothing.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Namespace == "" {
@@ -234,13 +213,6 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("finding the pause program: %w", err)
 		}
 		cfg.PauseBinary = exe
-	}
-	if cfg.LogDriverArgs != nil && cfg.LogDriver == "" {
-		driver, err := installLogDriver(cfg.RootDir)
-		if err != nil {
-			return nil, err
-		}
-		cfg.LogDriver = driver
 	}
 	for _, ns := range cfg.ImageNamespaces {
 		if err := identifiers.Validate(ns); err != nil {

@@ -1,0 +1,23 @@
+// Package logd writes containers' logs for the whole node from one
+// process, so that a container's logging costs a few kilobytes rather than
+// a log driver process of its own.
+//
+// The runc shim still starts one program per container (containerd's
+// binary logging), with the read ends of the container's stdout and stderr
+// as descriptors 3 and 4: the forwarder, a static program of about a
+// kilobyte and a half written in assembly (forwarder/), with no C library
+// and no runtime. It tells the shim it is ready at once, then hands both
+// descriptors and its arguments (the log file, its rotation) to the log
+// daemon over a Unix socket, and keeps its own copies: if the daemon goes
+// away, the output waits in the pipes and the forwarder hands them to the
+// next daemon. When the shim asks it to stop, it waits (at most 10 s) for
+// the daemon to say that it wrote everything, so that a deleted task's log
+// is complete.
+//
+// The daemon is a copy of staticlet's binary run as `log-daemon DIR`; one
+// runs per root dir, holding DIR/lock. It writes the CRI log format with
+// rotation (package logs), while staticlet is stopped or restarting as
+// well: staticlet starts it when it is missing, and it exits once no
+// container has been logging through it for a while and no staticlet is
+// running (DIR/agent.lock).
+package logd

@@ -1,0 +1,357 @@
+package logd
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/staticlet/staticlet/internal/logs"
+)
+
+// TestForwarderBuild: the embedded forwarders are what forwarder/build.sh
+// makes of the sources.
+func TestForwarderBuild(t *testing.T) {
+	for _, tool := range []string{"as", "ld", "aarch64-linux-gnu-as", "aarch64-linux-gnu-ld"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := fmt.Sprintf("no %s to assemble the forwarder (make deps installs binutils-aarch64-linux-gnu)", tool)
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	out := t.TempDir()
+	cmd := exec.Command("sh", "forwarder/build.sh")
+	cmd.Env = append(os.Environ(), "OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build.sh: %v: %s", err, b)
+	}
+	for arch, embedded := range map[string][]byte{"amd64": forwarderAMD64, "arm64": forwarderARM64} {
+		built, err := os.ReadFile(filepath.Join(out, arch+".bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(built, embedded) {
+			t.Errorf("forwarder/%s.bin differs from what build.sh makes of forwarder/%s.S: run forwarder/build.sh", arch, arch)
+		}
+	}
+}
+
+func TestForwarderSocketPath(t *testing.T) {
+	prog, ok, err := Forwarder("amd64", "/run/x/sock")
+	if err != nil || !ok {
+		t.Fatalf("Forwarder = %v, %v", ok, err)
+	}
+	if bytes.Contains(prog, []byte(socketMarker)) || !bytes.Contains(prog, []byte("/run/x/sock\x00")) {
+		t.Error("the socket path is not in place of the marker")
+	}
+	if len(prog) != len(forwarderAMD64) {
+		t.Errorf("%d bytes, want %d", len(prog), len(forwarderAMD64))
+	}
+	if _, _, err := Forwarder("arm64", "/"+strings.Repeat("x", 107)); err == nil {
+		t.Error("a 108-byte socket path accepted")
+	}
+	if _, ok, _ := Forwarder("riscv64", "/s"); ok {
+		t.Error("a forwarder for riscv64")
+	}
+}
+
+// harness is a daemon directory, and a way to run daemons and forwarders
+// in it.
+type harness struct {
+	t        *testing.T
+	dir      string
+	logPath  string
+	prog     string
+	wrap     []string
+	stopping []func()
+}
+
+func newHarness(t *testing.T, arch string) *harness {
+	t.Helper()
+	// A short directory: a socket path holds 107 bytes.
+	dir, err := os.MkdirTemp("", "logd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	h := &harness{t: t, dir: filepath.Join(dir, "d"), logPath: filepath.Join(dir, "logs", "0.log")}
+	prog, _, err := Forwarder(arch, SocketPath(h.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.prog = filepath.Join(dir, "forwarder")
+	if err := os.WriteFile(h.prog, prog, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(h.logPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if arch != runtime.GOARCH {
+		q, err := exec.LookPath("qemu-aarch64")
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("no qemu-aarch64 (make deps installs qemu-user)")
+			}
+			t.Skip("no qemu-aarch64")
+		}
+		h.wrap = []string{q}
+	}
+	return h
+}
+
+// daemon runs a daemon in the test until the returned function is called,
+// which waits for it to end.
+func (h *harness) daemon(cfg Config) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, h.dir, cfg) }()
+	waitFor(h.t, "the daemon to listen", func() (bool, string) {
+		_, err := os.Stat(SocketPath(h.dir))
+		return err == nil, fmt.Sprint(err)
+	})
+	var stopped bool
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("Serve: %v", err)
+		}
+	}
+	h.t.Cleanup(stop)
+	return stop
+}
+
+// container is a forwarder as the shim runs it, with the write ends of
+// the pipes it was handed.
+type container struct {
+	cmd      *exec.Cmd
+	out, err *os.File
+}
+
+func (h *harness) forwarder() *container {
+	h.t.Helper()
+	outR, outW := pipe(h.t)
+	errR, errW := pipe(h.t)
+	readyR, readyW := pipe(h.t)
+	args := append(append([]string{}, h.wrap...), h.prog)
+	for k, v := range (logs.DriverConfig{Path: h.logPath, MaxSize: 1 << 20, MaxFiles: 2}).Args() {
+		args = append(args, k, v)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.ExtraFiles = []*os.File{outR, errR, readyW}
+	cmd.Env = []string{"CONTAINER_ID=c1", "CONTAINER_NAMESPACE=test"}
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	outR.Close()
+	errR.Close()
+	readyW.Close()
+	b := make([]byte, 1)
+	if n, err := readyR.Read(b); n != 1 || err != nil {
+		h.t.Fatalf("the ready byte: %d, %v", n, err)
+	}
+	readyR.Close()
+	return &container{cmd: cmd, out: outW, err: errW}
+}
+
+func pipe(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// lines returns the contents of the log's records, stream:line.
+func (h *harness) lines() []string {
+	b, _ := os.ReadFile(h.logPath)
+	var out []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		rec, err := logs.ParseRecord([]byte(l))
+		if err != nil {
+			h.t.Fatalf("not a CRI record: %q: %v", l, err)
+		}
+		out = append(out, rec.Stream+":"+string(rec.Content))
+	}
+	return out
+}
+
+func (h *harness) waitLines(want ...string) {
+	h.t.Helper()
+	waitFor(h.t, "the log to hold "+strings.Join(want, ", "), func() (bool, string) {
+		got := h.lines()
+		return strings.Join(got, "|") == strings.Join(want, "|"), strings.Join(got, "|")
+	})
+}
+
+// TestForward: for each architecture, a container's two streams reach its
+// log through the forwarder and the daemon; when the container is done and
+// the shim asks the forwarder to stop, it exits 0 once its log is written,
+// unterminated last line included.
+func TestForward(t *testing.T) {
+	for _, arch := range []string{"amd64", "arm64"} {
+		t.Run(arch, func(t *testing.T) {
+			h := newHarness(t, arch)
+			h.daemon(Config{})
+			c := h.forwarder()
+			fmt.Fprintln(c.out, "one")
+			fmt.Fprintln(c.err, "two")
+			h.waitLines("stdout:one", "stderr:two")
+			fmt.Fprint(c.out, "three, no newline")
+			c.out.Close()
+			c.err.Close()
+			if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.cmd.Wait(); err != nil {
+				t.Errorf("forwarder after SIGTERM: %v, want exit 0", err)
+			}
+			got := h.lines()
+			if want := "stdout:one|stderr:two|stdout:three, no newline"; strings.Join(got, "|") != want {
+				t.Errorf("log once the forwarder exited: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestDaemonReplaced: output written while no daemon runs waits in the
+// pipes, and the next daemon gets the pipes from the forwarder and writes
+// it, in order, to the same file.
+func TestDaemonReplaced(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	stop := h.daemon(Config{})
+	c := h.forwarder()
+	fmt.Fprintln(c.out, "before")
+	h.waitLines("stdout:before")
+	stop()
+	fmt.Fprintln(c.out, "between")
+	fmt.Fprintln(c.err, "between too")
+	h.daemon(Config{})
+	fmt.Fprintln(c.out, "after")
+	waitFor(t, "the lines written without a daemon", func() (bool, string) {
+		got := strings.Join(h.lines(), "|")
+		return strings.Contains(got, "stdout:between") && strings.Contains(got, "stderr:between too") &&
+			strings.Contains(got, "stdout:after"), got
+	})
+	got := h.lines()
+	if got[0] != "stdout:before" || strings.Index(strings.Join(got, "|"), "between|") > strings.Index(strings.Join(got, "|"), "after") {
+		t.Errorf("log %q: want before, between, after in order", got)
+	}
+}
+
+// TestForwarderWithoutDaemon: a forwarder is ready, and stops at once,
+// when no daemon ever ran.
+func TestForwarderWithoutDaemon(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	c := h.forwarder()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Errorf("forwarder after SIGTERM: %v, want exit 0", err)
+	}
+}
+
+// TestOneDaemon: a second daemon for a directory returns at once, leaving
+// the first.
+func TestOneDaemon(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	h.daemon(Config{})
+	if pid := DaemonPID(h.dir); pid != os.Getpid() {
+		t.Errorf("DaemonPID = %d, want this process %d", pid, os.Getpid())
+	}
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), h.dir, Config{}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("second Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second daemon for the same directory kept running")
+	}
+}
+
+// TestIdleExit: a daemon with nothing to log exits, but not while a
+// staticlet holds the agent lock, nor while a container logs through it.
+func TestIdleExit(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	agent, ok, err := tryLock(filepath.Join(h.dir, agentLockName), unix.LOCK_SH)
+	if err != nil || !ok {
+		t.Fatalf("agent lock: %v %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), h.dir, Config{Idle: 100 * time.Millisecond}) }()
+	waitFor(t, "the daemon to listen", func() (bool, string) {
+		_, err := os.Stat(SocketPath(h.dir))
+		return err == nil, fmt.Sprint(err)
+	})
+	// Nothing tells "did not exit": the daemon is given ten idle periods.
+	stays := func(why string) {
+		t.Helper()
+		select {
+		case <-done:
+			t.Fatalf("daemon exited %s", why)
+		case <-time.After(time.Second):
+		}
+	}
+	stays("while a staticlet holds the agent lock")
+	c := h.forwarder()
+	fmt.Fprintln(c.out, "x")
+	h.waitLines("stdout:x")
+	agent.Close()
+	stays("while a container logs through it")
+	c.out.Close()
+	c.err.Close()
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Wait()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("idle daemon did not exit")
+	}
+	if _, err := os.Stat(SocketPath(h.dir)); err == nil {
+		t.Error("socket left behind")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
