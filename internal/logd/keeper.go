@@ -24,8 +24,9 @@ type Install struct {
 	// or where there is none for the architecture a copy of staticlet as
 	// the log driver itself (logs.RunDriver).
 	Driver string
-	// Daemon is the copy of staticlet that runs the daemon; empty without
-	// a forwarder.
+	// Daemon is the staticlet binary that runs the daemon: staticlet's
+	// own file, so that the two share its pages; empty without a
+	// forwarder.
 	Daemon string
 	// Dir is the daemon's directory.
 	Dir string
@@ -34,11 +35,12 @@ type Install struct {
 // Dir is the log daemon's directory under a root dir.
 func Dir(rootDir string) string { return filepath.Join(rootDir, "logd") }
 
-// Setup copies staticlet's binary (exe) to <rootDir>/bin/log-driver and
-// writes the forwarder for this architecture to <rootDir>/bin/log-forwarder,
-// each renamed into place only when it changed, so that running ones keep
-// their files. Under the root dir is where a shim in another mount
-// namespace finds them.
+// Setup writes the forwarder for this architecture to
+// <rootDir>/bin/log-forwarder, and where there is none copies staticlet's
+// binary (exe) to <rootDir>/bin/log-driver, each renamed into place only
+// when it changed, so that running ones keep their files. Under the root
+// dir is where a shim in another mount namespace finds them. The daemon
+// runs exe itself: staticlet starts it, in its own mount namespace.
 func Setup(rootDir, exe string) (Install, error) {
 	bin, err := filepath.Abs(filepath.Join(rootDir, "bin"))
 	if err != nil {
@@ -48,22 +50,22 @@ func Setup(rootDir, exe string) (Install, error) {
 	if err != nil {
 		return Install{}, err
 	}
-	driver := filepath.Join(bin, "log-driver")
-	if err := install.File(exe, driver); err != nil {
-		return Install{}, fmt.Errorf("copying the log driver program: %w", err)
-	}
 	fwd, ok, err := Forwarder(runtime.GOARCH, SocketPath(dir))
 	if err != nil {
 		return Install{}, err
 	}
 	if !ok {
+		driver := filepath.Join(bin, "log-driver")
+		if err := install.File(exe, driver); err != nil {
+			return Install{}, fmt.Errorf("copying the log driver program: %w", err)
+		}
 		return Install{Driver: driver}, nil
 	}
 	forwarder := filepath.Join(bin, "log-forwarder")
 	if err := install.Bytes(fwd, forwarder); err != nil {
 		return Install{}, fmt.Errorf("writing the log forwarder: %w", err)
 	}
-	return Install{Driver: forwarder, Daemon: driver, Dir: dir}, nil
+	return Install{Driver: forwarder, Daemon: exe, Dir: dir}, nil
 }
 
 // Keep keeps a log daemon running for in until ctx ends: at once, then
