@@ -56,7 +56,8 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	}
 	// The pod's containers start before its sandbox and share its shim:
 	// when the only one exits at once (an init container running `true`),
-	// the shim shuts down just as the sandbox joins it, and the new task
+	// or the last other pod of a shared shim goes (shimGroupOf), the shim
+	// shuts down just as the sandbox joins it, and the new task
 	// fails in one of several ways (connection closed or refused). Once the
 	// old shim is gone, a new task starts a new one. A new task in place of
 	// one just deleted can find containerd still removing the old one's
