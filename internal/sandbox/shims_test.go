@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -67,8 +68,8 @@ func TestReleaseKey(t *testing.T) {
 
 // TestShimGroups: two ordinary pods share one shim process, a critical pod
 // has its own; removing the pod that started the shared shim leaves it
-// serving the other, and a pod added later joins it; the shared shim goes
-// with its last pod.
+// serving the other, and a pod added later, by a restarted staticlet,
+// joins it; the shared shim goes with its last pod.
 func TestShimGroups(t *testing.T) {
 	h := newHarness(t)
 	type running struct {
@@ -79,7 +80,7 @@ func TestShimGroups(t *testing.T) {
 		t.Helper()
 		p := h.decode("/m/"+name+".yaml", sleeper(name, spec))
 		sb := h.sandbox(p)
-		return running{p, sb, h.start(p, sb, "a", 0)}
+		return running{p, sb, h.start(p, sb, "c", 0)}
 	}
 	// shimOf is the shim serving pod r's pause and container: their
 	// parent, the shim being their subreaper; both must have the same.
@@ -118,9 +119,19 @@ func TestShimGroups(t *testing.T) {
 	if gone(second.sb.Pid) || gone(second.ct.Pid) {
 		t.Fatalf("the second pod's processes went with the first pod")
 	}
+	// A restarted staticlet puts its new pods where the pods it adopts
+	// run.
+	restarted, err := New(h.ctx(), h.rt.cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { restarted.Close() })
+	before := h.rt
+	h.rt = restarted
 	third := run("third", "")
+	h.rt = before
 	if s := shimOf(third); s != shared {
-		t.Errorf("a BestEffort pod added after the first went runs under shim %d, want the shared %d", s, shared)
+		t.Errorf("a BestEffort pod added after the first went, by a restarted staticlet, runs under shim %d, want the shared %d", s, shared)
 	}
 
 	for _, r := range []running{second, third} {
@@ -150,7 +161,7 @@ func TestSharedShimKilled(t *testing.T) {
 	for _, name := range []string{"one", "two"} {
 		p := h.decode("/m/"+name+".yaml", sleeper(name, ""))
 		sb := h.sandbox(p)
-		ct := h.start(p, sb, "a", 0)
+		ct := h.start(p, sb, "c", 0)
 		ids = append(ids, sb.ID, ct.ID)
 		sbs = append(sbs, sb)
 	}
@@ -182,19 +193,64 @@ func TestSharedShimKilled(t *testing.T) {
 	}
 }
 
-// sleeper is the manifest of pod name, whose spec starts with specHead,
-// with one container a that sleeps.
+// TestSharedShimAcrossContainerdRestart: a containerd restarted under a
+// shared shim, whose first pod is gone, reconnects to it: the other pod's
+// tasks are still running and can be stopped, and a new pod joins the
+// shim.
+func TestSharedShimAcrossContainerdRestart(t *testing.T) {
+	h := newHarness(t)
+	var sbs, cts []pod.Record
+	for _, name := range []string{"first", "second"} {
+		p := h.decode("/m/"+name+".yaml", sleeper(name, ""))
+		sb := h.sandbox(p)
+		sbs, cts = append(sbs, sb), append(cts, h.start(p, sb, "c", 0))
+	}
+	shared := parentOf(t, sbs[1].Pid)
+	for _, id := range []string{cts[0].ID, sbs[0].ID} {
+		if err := h.rt.RemoveContainer(h.ctx(), id); err != nil {
+			t.Fatalf("RemoveContainer(%s): %v", id, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if err := h.env.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := h.rt.PodContainers(h.ctx(), sbs[1].Pod)
+	if err != nil {
+		t.Fatalf("PodContainers(%s) after the restart: %v", sbs[1].Pod, err)
+	}
+	if len(recs) != 2 {
+		t.Errorf("after the restart, pod %s has %d containers, want 2", sbs[1].Pod, len(recs))
+	}
+	for _, r := range recs {
+		if r.State != pod.TaskRunning || r.Pid == 0 {
+			t.Errorf("after the restart, container %s = %+v, want running", r.ID, r)
+		}
+	}
+	p := h.decode("/m/third.yaml", sleeper("third", ""))
+	if s := parentOf(t, h.sandbox(p).Pid); s != shared {
+		t.Errorf("a pod started after the restart runs under shim %d, want the shared %d", s, shared)
+	}
+	if err := h.rt.StopContainer(h.ctx(), cts[1].ID, 10*time.Second); err != nil {
+		t.Errorf("StopContainer(%s) after the restart: %v", cts[1].ID, err)
+	}
+}
+
+// sleeper is the manifest of pod name in namespace ns, whose spec starts
+// with specHead, with one container c that sleeps.
 func sleeper(name, specHead string) string {
-	return fmt.Sprintf(`apiVersion: v1
+	return `apiVersion: v1
 kind: Pod
 metadata:
-  name: %s
+  name: ` + name + `
+  namespace: ns
 spec:
-%s  containers:
-  - name: a
+` + specHead + `  containers:
+  - name: c
     image: localhost/busybox:test
     command: [sleep, "3600"]
-`, name, specHead)
+`
 }
 
 // parentOf is the parent of process pid.
