@@ -123,7 +123,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		}
 	}()
 	rec := recordFromLabels(id, labels, time.Now())
-	t, err := ctr.NewTask(cctx, r.containerOutput(rec))
+	t, err := r.newTask(cctx, ctr, r.containerOutput(rec), shimGone)
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("creating the task of container %q of pod %s: %w", c.Name, p, err)}

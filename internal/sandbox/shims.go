@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -48,10 +50,10 @@ import (
 // node of few cores would run them anyway.
 //
 // A task that joins a shared shim in the instant its last other task is
-// deleted finds it shutting down: a pause's start tries again
-// (StartSandbox), a container's fails and is retried after the usual back
-// off. A pod replacing the only other of its class comes closest; 60 such
-// replacements, removal and start overlapping, never met it.
+// deleted finds it shutting down, and its creation fails (containerd 2.4:
+// "ttrpc: closed", about once in 50 pods replacing the only other of their
+// class, removal and start overlapping): the creation is tried again
+// (newTask), and the new task starts a new shim once the old has gone.
 //
 // A shim is never upgraded in place: it runs the binary it started with
 // until its last task goes. The release of the containerd it was started
@@ -130,4 +132,39 @@ func (r *Runtime) sandboxShimGroup(ctx context.Context, id string) (string, erro
 		return g, nil
 	}
 	return id, nil
+}
+
+// newTaskPatience bounds the retries of a task's creation.
+const newTaskPatience = 3 * time.Second
+
+// newTask creates the task of container c with ioc, and tries again, for
+// up to newTaskPatience, while the failure is one that retry accepts: the
+// shim it joined shutting down (shimGone), say.
+func (r *Runtime) newTask(ctx context.Context, c client.Container, ioc cio.Creator, retry func(error) bool) (client.Task, error) {
+	deadline := time.Now().Add(newTaskPatience)
+	for attempt := 1; ; attempt++ {
+		t, err := c.NewTask(ctx, ioc)
+		if err == nil || !retry(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return t, err
+		}
+		r.cfg.Logger.Debug("creating a task; trying again", "container", c.ID(), "err", err)
+		select {
+		case <-time.After(min(time.Duration(attempt)*25*time.Millisecond, 250*time.Millisecond)):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// shimGone tells whether err, from creating a task, says that the shim the
+// task joined went away meanwhile (its last other task deleted), or that
+// containerd was still removing the state of the container's last task:
+// both pass. Anything else, a spec runc refuses say, would fail again.
+func shimGone(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"ttrpc: closed", "connection refused", "connection reset", "file exists"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -261,4 +262,25 @@ func parentOf(t *testing.T, pid uint32) int {
 		t.Fatalf("reading process %d: %v", pid, err)
 	}
 	return p.PPID
+}
+
+// TestShimGone: the failures of a task's creation that pass when the shim
+// it joined has gone are tried again; the others are not.
+func TestShimGone(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("failed to create shim task: ttrpc: closed"), true},
+		{errors.New("failed to create shim task: dial unix /run/containerd/s/0a1b: connect: connection refused"), true},
+		{errors.New("read unix @->/run/containerd/s/0a1b: read: connection reset by peer"), true},
+		{errors.New("failed to create shim task: mkdir /run/containerd/io.containerd.runtime.v2.task/staticlet/0a1b: file exists"), true},
+		{errors.New(`failed to create shim task: OCI runtime create failed: exec: "nope": executable file not found in $PATH`), false},
+		{context.DeadlineExceeded, false},
+	}
+	for _, tt := range tests {
+		if got := shimGone(tt.err); got != tt.want {
+			t.Errorf("shimGone(%q) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
 }
