@@ -111,12 +111,13 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 	// share their binaries' pages with nothing but staticlet: the cost of
 	// a node's first pod.
 	//
-	// Except for the shims: their total moves by tens of MiB between two
-	// measurements a few seconds apart (adding or removing one pod makes
-	// staticlet's resyncs ask every shim for its tasks' state, and each
-	// shim's Go heap grows and is given back on its own schedule), more
-	// than one shim weighs, so a shim added counts at the mean PSS of the
-	// shims measured with it.
+	// Except for the shims: their total moves between two measurements a
+	// few seconds apart by more than one pod adds to it (adding or
+	// removing one pod makes staticlet's resyncs ask every shim for its
+	// tasks' state, and each shim's Go heap grows and is given back on its
+	// own schedule), so the pod added counts for the shims' mean PSS per
+	// pod measured with it: a whole shim when each pod has its own, its
+	// share of the shared ones otherwise.
 	shapes := []struct {
 		name, metric string
 		hostNetwork  bool
@@ -135,9 +136,7 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 		be.write(b, "shape.yaml", footprintPod("shape", s.hostNetwork, s.containers))
 		g := be.steadyFootprint(b, ctx, benchPods+1, 2*benchPods+1+s.containers)
 		added[i] = g.minus(base)
-		if g.nShims > 0 { // see above: an added shim at the mean shim's PSS
-			added[i].shims = int64(added[i].nShims) * g.shims / int64(g.nShims)
-		}
+		added[i].shims = g.shims / (benchPods + 1) // see above: the shims' mean per pod
 		be.remove(b, "shape.yaml")
 		be.waitCounts(b, ctx, benchPods, 2*benchPods)
 	}
@@ -150,7 +149,7 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 		a := added[i]
 		b.ReportMetric(mib(a.helpers()), s.metric+"-added-MiB")
 		b.ReportMetric(mib(f.helpers()), s.metric+"-alone-MiB")
-		parts = append(parts, fmt.Sprintf("%s %.2f MiB (shim %.1f (mean), pause %.1f, loggers %.1f, other %.1f) added, %.1f MiB alone",
+		parts = append(parts, fmt.Sprintf("%s %.2f MiB (shims %.2f (mean per pod), pause %.1f, loggers %.1f, other %.1f) added, %.1f MiB alone",
 			s.name, mib(a.helpers()), mib(a.shims), mib(a.pause), mib(a.loggers), mib(a.other), mib(f.helpers())))
 	}
 	lines = append(lines, fmt.Sprintf("footprint, 1 pod:  helpers added to the %d pods, and alone on the node: ", benchPods)+strings.Join(parts, "; "))

@@ -34,3 +34,11 @@ func QOSClass(spec *v1.PodSpec) v1.PodQOSClass {
 		return v1.PodQOSBurstable
 	}
 }
+
+// Critical tells whether a pod of spec is critical to the node, as the
+// kubelet decides (IsCriticalPod by priority): its priority is that of the
+// system-cluster-critical class or above. Decoding resolves the two
+// built-in class names to their priorities, so either name counts.
+func Critical(spec *v1.PodSpec) bool {
+	return spec.Priority != nil && *spec.Priority >= SystemClusterCriticalPriority
+}

@@ -58,3 +58,30 @@ func TestQOSClassZeroQuantities(t *testing.T) {
 		t.Errorf("QOSClass(cpu request 0) = %s, want BestEffort", got)
 	}
 }
+
+// TestCritical: a decoded pod is critical from the system-cluster-critical
+// priority up, whether its manifest names a built-in class or a number.
+func TestCritical(t *testing.T) {
+	tests := []struct {
+		name, spec string
+		want       bool
+	}{
+		{"no priority", "", false},
+		{"system-node-critical", "  priorityClassName: system-node-critical\n", true},
+		{"system-cluster-critical", "  priorityClassName: system-cluster-critical\n", true},
+		{"another class", "  priorityClassName: high\n", false},
+		{"priority of the cluster-critical class", "  priority: 2000000000\n", true},
+		{"priority just below", "  priority: 1999999999\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pods, err := Decode("/m/p.yaml", []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n"+tt.spec+"  containers:\n  - name: c\n    image: busybox\n"), testOpts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Critical(&pods[0].Spec); got != tt.want {
+				t.Errorf("Critical(%s) = %v, want %v", tt.name, got, tt.want)
+			}
+		})
+	}
+}

@@ -58,7 +58,7 @@ func carriedOut() *haltOrder {
 // priority is that of the system-cluster-critical class or above (the pod
 // package resolves the two built-in class names), as the kubelet decides.
 func critical(p *pod.Pod) bool {
-	return p != nil && p.Spec.Priority != nil && *p.Spec.Priority >= pod.SystemClusterCriticalPriority
+	return p != nil && pod.Critical(&p.Spec)
 }
 
 // ShutdownNode stops every pod for a node shutdown, as the kubelet's node

@@ -46,7 +46,7 @@ func (r *Runtime) ResumeContainer(ctx context.Context, id string) (pod.Record, e
 		if lostExit(&rec, info.Labels[LabelStarting]); rec.Lost {
 			return rec, nil // it may have run, and must not twice
 		}
-		t, err = c.NewTask(ctx, r.containerOutput(rec))
+		t, err = r.newTask(ctx, c, r.containerOutput(rec), shimGone)
 	}
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("creating the task of container %s: %w", id, err)

@@ -75,7 +75,12 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
 	}
-	s.Annotations = map[string]string{shimGroup: req.Sandbox.ID}
+	group, err := r.sandboxShimGroup(ctx, req.Sandbox.ID)
+	if err != nil {
+		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerError",
+			Err: fmt.Errorf("creating container %q of pod %s: %w", c.Name, p, err)}
+	}
+	s.Annotations = map[string]string{shimGroup: group}
 	labels := podLabels(p, req.Kind)
 	labels[LabelContainer] = c.Name
 	labels[LabelHash] = pod.ContainerHash(c)
@@ -118,7 +123,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		}
 	}()
 	rec := recordFromLabels(id, labels, time.Now())
-	t, err := ctr.NewTask(cctx, r.containerOutput(rec))
+	t, err := r.newTask(cctx, ctr, r.containerOutput(rec), shimGone)
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("creating the task of container %q of pod %s: %w", c.Name, p, err)}

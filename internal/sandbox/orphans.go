@@ -147,18 +147,23 @@ func (r *Runtime) isOwnShim(args []string) bool {
 // runs, then removes what they leave: their root mounts, runc's state of
 // them, and the shim's socket.
 func (r *Runtime) stopOrphanShim(shim procfs.Proc, children []procfs.Proc) error {
-	bundle, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", shim.PID))
-	// Each container's root is <bundle>/rootfs, its bundle named after it.
-	containers := map[string]string{}
-	if bundle != "" {
-		containers[filepath.Base(bundle)] = bundle
+	// The shim's working directory is the bundle of the task that started
+	// it, gone with that task when the shim is shared (shimGroupOf).
+	var bundles []string
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", shim.PID)); err == nil && !strings.HasSuffix(cwd, " (deleted)") {
+		bundles = append(bundles, cwd)
 	}
+	// Each container's root is <bundle>/rootfs, its bundle named after it.
 	for _, c := range children {
 		if root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", c.PID)); err == nil && filepath.Base(root) == "rootfs" {
-			containers[filepath.Base(filepath.Dir(root))] = filepath.Dir(root)
+			bundles = append(bundles, filepath.Dir(root))
 		}
 	}
-	socket := shimSocket(bundle, r.cfg.Address, r.cfg.Namespace, procfs.ArgValue(shim.Args, "id"))
+	containers := map[string]string{}
+	for _, b := range bundles {
+		containers[filepath.Base(b)] = b
+	}
+	socket := shimSocket(bundles, r.cfg.Address, r.cfg.Namespace, procfs.ArgValue(shim.Args, "id"))
 	var errs []error
 	// Stopped, the shim starts nothing more; its children are then killed,
 	// each the init of its container's PID namespace, and so with all
@@ -189,22 +194,26 @@ func (r *Runtime) stopOrphanShim(shim procfs.Proc, children []procfs.Proc) error
 	return errors.Join(errs...)
 }
 
-// shimSocket is the path of the socket of the shim whose first bundle is
-// bundle: from the bundle's address file, which containerd writes once the
-// shim answers, else as the runc shim names it, after its group (the
-// bundle's spec annotation) or its ID.
-func shimSocket(bundle, address, namespace, id string) string {
-	if bundle != "" {
+// shimSocket is the path of the socket of the shim that serves the tasks
+// of bundles: from a bundle's address file, which containerd writes once
+// the shim answers, else as the runc shim names it, after its group (a
+// bundle's spec annotation: a sandbox's ID, or a group shared by pods) or,
+// with no bundle to tell, after id, the task that started it.
+func shimSocket(bundles []string, address, namespace, id string) string {
+	for _, bundle := range bundles {
 		if b, err := os.ReadFile(filepath.Join(bundle, "address")); err == nil {
 			if path, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "unix://"); ok {
 				return path
 			}
 		}
+	}
+	for _, bundle := range bundles {
 		var s struct {
 			Annotations map[string]string `json:"annotations"`
 		}
 		if b, err := os.ReadFile(filepath.Join(bundle, "config.json")); err == nil && json.Unmarshal(b, &s) == nil && s.Annotations[shimGroup] != "" {
 			id = s.Annotations[shimGroup]
+			break
 		}
 	}
 	if id == "" {

@@ -48,8 +48,11 @@ func TestSweepPodFiles(t *testing.T) {
 }
 
 // TestSweepShims: a shim of staticlet's namespace on this containerd that
-// serves no task is stopped, with its child, once two sweeps a call
-// timeout apart find it so; the shim of a running sandbox is left be.
+// serves no task is stopped, with its child and its socket, once two
+// sweeps a call timeout apart find it so; the shims of running pods are
+// left be: a shim of a pod's own (a critical pod's, as every pod's before
+// shims were shared) and a shared one whose first pod, that started it,
+// is gone.
 func TestSweepShims(t *testing.T) {
 	h := newHarness(t)
 	rt, err := New(h.ctx(), Config{
@@ -61,12 +64,34 @@ func TestSweepShims(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	sb := h.sandbox(h.decode("/m/kept.yaml", podManifest("")))
+	var kept []uint32
+	critical := h.decode("/m/critical.yaml", podManifest("  priorityClassName: system-node-critical\n"))
+	kept = append(kept, h.sandbox(critical).Pid)
+	for i, name := range []string{"first", "second"} {
+		sb := h.sandbox(h.decode("/m/"+name+".yaml", podManifest("")))
+		if i == 0 {
+			if err := h.rt.RemoveContainer(h.ctx(), sb.ID); err != nil {
+				t.Fatalf("RemoveContainer(%s): %v", sb.ID, err)
+			}
+			continue
+		}
+		kept = append(kept, sb.Pid)
+	}
 
 	// A process that looks like a shim containerd lost: its command line
-	// names this containerd and namespace, and it runs a child.
+	// names this containerd and namespace, its bundle a shared group, and
+	// it runs a child.
 	bundle := filepath.Join(t.TempDir(), "0123456789abcdef")
 	mkdirs(t, bundle)
+	const group = "staticlet-besteffort-test"
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"annotations":{"`+shimGroup+`":"`+group+`"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	socket := shimSocket(nil, h.env.Address, testNS, group)
+	if err := os.WriteFile(socket, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(socket) })
 	fake := exec.Command("/bin/sh", "-c", "sleep 600 & wait", "sh",
 		"-namespace", testNS, "-id", filepath.Base(bundle), "-address", h.env.Address)
 	fake.Args[0] = "/usr/bin/containerd-shim-runc-v2"
@@ -104,8 +129,13 @@ func TestSweepShims(t *testing.T) {
 		p, err := procfs.Read(child)
 		return err != nil || p.State == 'Z', "still there"
 	})
-	if gone(sb.Pid) {
-		t.Errorf("the sandbox's pause %d went with the sweep", sb.Pid)
+	if _, err := os.Stat(socket); err == nil {
+		t.Errorf("the fake shim's socket %s is left", socket)
+	}
+	for _, pid := range kept {
+		if gone(pid) {
+			t.Errorf("the pause %d of a running pod went with the sweep", pid)
+		}
 	}
 }
 

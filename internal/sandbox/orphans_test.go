@@ -33,25 +33,41 @@ func TestShimSocket(t *testing.T) {
 	const addr, ns = "/run/containerd/containerd.sock", "staticlet"
 	// The runc shim's name for a group's socket: the SHA-256 of
 	// address/namespace/group under /run/containerd/s.
-	byID := shimSocket("", addr, ns, "abc")
+	byID := shimSocket(nil, addr, ns, "abc")
 	if want := "/run/containerd/s/"; filepath.Dir(byID)+"/" != want || len(filepath.Base(byID)) != 64 {
 		t.Errorf("shimSocket(no bundle) = %q, want a SHA-256 under %s", byID, want)
 	}
-	grouped := t.TempDir()
-	if err := os.WriteFile(filepath.Join(grouped, "config.json"), []byte(`{"annotations":{"`+shimGroup+`":"sandbox1"}}`), 0o600); err != nil {
-		t.Fatal(err)
+	bundle := func(files map[string]string) string {
+		dir := t.TempDir()
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
 	}
-	if got, want := shimSocket(grouped, addr, ns, "abc"), shimSocket("", addr, ns, "sandbox1"); got != want {
-		t.Errorf("shimSocket(grouped bundle) = %q, want the group's %q", got, want)
+	group := func(g string) map[string]string {
+		return map[string]string{"config.json": `{"annotations":{"` + shimGroup + `":"` + g + `"}}`}
 	}
-	known := t.TempDir()
-	if err := os.WriteFile(filepath.Join(known, "address"), []byte("unix:///run/containerd/s/feed\n"), 0o600); err != nil {
-		t.Fatal(err)
+	gone := filepath.Join(t.TempDir(), "gone")
+	tests := []struct {
+		name    string
+		bundles []string
+		want    string
+	}{
+		{"a pod's own group", []string{bundle(group("sandbox1"))}, shimSocket(nil, addr, ns, "sandbox1")},
+		{"a shared group", []string{bundle(group("staticlet-besteffort-1.7.0"))}, shimSocket(nil, addr, ns, "staticlet-besteffort-1.7.0")},
+		{"the first bundle gone, a later one grouped", []string{gone, bundle(nil), bundle(group("staticlet-burstable-1.7.0"))}, shimSocket(nil, addr, ns, "staticlet-burstable-1.7.0")},
+		{"an address file", []string{bundle(map[string]string{"address": "unix:///run/containerd/s/feed\n"})}, "/run/containerd/s/feed"},
+		{"an address file after a group", []string{bundle(group("sandbox1")), bundle(map[string]string{"address": "unix:///run/containerd/s/feed\n"})}, "/run/containerd/s/feed"},
+		{"no bundle tells", []string{gone}, byID},
 	}
-	if got := shimSocket(known, addr, ns, "abc"); got != "/run/containerd/s/feed" {
-		t.Errorf("shimSocket(bundle with an address file) = %q, want the file's path", got)
+	for _, tt := range tests {
+		if got := shimSocket(tt.bundles, addr, ns, "abc"); got != tt.want {
+			t.Errorf("shimSocket(%s) = %q, want %q", tt.name, got, tt.want)
+		}
 	}
-	if got := shimSocket("", addr, ns, ""); got != "" {
+	if got := shimSocket(nil, addr, ns, ""); got != "" {
 		t.Errorf("shimSocket(nothing) = %q, want none", got)
 	}
 }

@@ -5,7 +5,9 @@
 // nothing: what to run and when is the reconciler's business.
 //
 // Every method takes a context and is safe for concurrent use; calls for
-// different pods never wait on each other.
+// different pods never wait on each other, but in containerd: pods that
+// share a runc shim (shims.go) have their tasks created and started by
+// it one at a time.
 package sandbox
 
 import (
@@ -66,12 +68,6 @@ const (
 
 // runcRuntime is the containerd runtime shim staticlet uses.
 const runcRuntime = "io.containerd.runc.v2"
-
-// shimGroup is the spec annotation that makes the runc shim serve every
-// container of a group from one process: a pod's containers share their
-// sandbox's shim, so a start or restart does not pay for a new shim, and a
-// pod costs one shim however many containers it has.
-const shimGroup = "io.containerd.runc.v2.group"
 
 // Config configures a Runtime.
 type Config struct {

@@ -77,7 +77,11 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		Namespaces:  r.namespacePaths(id, p),
 		Resources:   r.resources,
 	})
-	s.Annotations = map[string]string{shimGroup: id}
+	group, err := r.podShimGroup(ctx, p, id)
+	if err != nil {
+		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
+	}
+	s.Annotations = map[string]string{shimGroup: group}
 	labels := podLabels(p, pod.KindSandbox)
 	labels[LabelHash] = p.SandboxHash
 	labels[LabelPinned] = "true"

@@ -56,24 +56,15 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	}
 	// The pod's containers start before its sandbox and share its shim:
 	// when the only one exits at once (an init container running `true`),
-	// the shim shuts down just as the sandbox joins it, and the new task
-	// fails in one of several ways (connection closed or refused). Once the
-	// old shim is gone, a new task starts a new one. A new task in place of
-	// one just deleted can find containerd still removing the old one's
-	// state ("file exists"). Both pass: try again for a while.
-	var t client.Task
-	deadline := time.Now().Add(newTaskPatience)
-	for attempt := 1; ; attempt++ {
-		t, err = c.NewTask(ctx, r.pauseIO(logPath))
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		r.cfg.Logger.Debug("creating the sandbox's task; trying again", "sandbox", sb.ID, "err", err)
-		select {
-		case <-time.After(min(time.Duration(attempt)*25*time.Millisecond, 250*time.Millisecond)):
-		case <-ctx.Done():
-		}
-	}
+	// or the last other pod of a shared shim goes (shimGroupOf), the shim
+	// shuts down just as the sandbox joins it, and the new task fails in
+	// one of several ways (connection closed or refused); once that shim
+	// is gone, a new task starts a new one. A new task in place of one just
+	// deleted can find containerd still removing the old
+	// one's state ("file exists"). Both pass, and the pause program is
+	// staticlet's, which no spec stops from starting: whatever the error,
+	// try again for a while.
+	t, err := r.newTask(ctx, c, r.pauseIO(logPath), func(error) bool { return true })
 	if err != nil {
 		return sb, fmt.Errorf("creating the task of sandbox %s: %w", sb.ID, err)
 	}
@@ -97,9 +88,6 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	sb.Pid = t.Pid()
 	return sb, nil
 }
-
-// newTaskPatience bounds the retries of a pause task's creation.
-const newTaskPatience = 3 * time.Second
 
 // clearPauseTask makes way for a new pause process in sandbox c: an exited
 // task is deleted, and the new process's start time recorded, so that the

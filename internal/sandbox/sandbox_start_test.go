@@ -16,19 +16,7 @@ import (
 )
 
 // sleeperManifest is a pod name whose container "c" sleeps.
-func sleeperManifest(name string) string {
-	return `apiVersion: v1
-kind: Pod
-metadata:
-  name: ` + name + `
-  namespace: ns
-spec:
-  containers:
-  - name: c
-    image: localhost/busybox:test
-    command: [sleep, "3600"]
-`
-}
+func sleeperManifest(name string) string { return sleeper(name, "") }
 
 // sandboxRecord returns the record of p's only sandbox as PodContainers
 // lists it.

@@ -1,0 +1,170 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// Shim groups: which runc shim process serves which pod.
+//
+// containerd's runc v2 shim serves, from one process, every task whose
+// spec carries the same shimGroup annotation: the group is only the key
+// of the shim's socket (containerd hashes its own address, the namespace
+// and the group into the socket's name, from 1.6 to 2.x, so the same
+// group in another namespace or on another containerd is another shim).
+// The first task of a group starts the shim, later ones join it, and the
+// shim exits when its last task is deleted. One shim costs about 3 MiB
+// (PSS) whatever it serves; each task adds a little to it.
+//
+// staticlet groups pods so (shimGroupOf):
+//
+//   - A critical pod (pod.Critical: the system-cluster-critical priority
+//     or above, the control plane) has a shim of its own, keyed by its
+//     sandbox's ID, as every pod had before: nothing another pod does to
+//     a shim reaches it.
+//   - Every other pod shares the shim of its QoS class, one per class
+//     and containerd release: at most three shims for any number of
+//     ordinary pods, where one per pod cost a shim per pod.
+//
+// What sharing risks: a shim that dies (a crash, a kill, the OOM killer,
+// though the shim takes containerd's OOM score, plus one) takes every task
+// it serves with it: containerd kills their processes and reports each one
+// exited (137, or 255 when it cannot tell), and staticlet handles that as
+// any exit: a pause started again, containers restarted by their pods'
+// policies (one whose policy is Never stays failed). So a crash of a
+// class's shim restarts every pod of that class at once where it
+// restarted one pod. The split by class keeps a BestEffort pod's load on
+// its shim (output copied, processes reaped) away from Guaranteed pods.
+//
+// Pods of a shared shim also share its pace: the runc shim creates, and
+// starts, one task at a time (runc, some tens of milliseconds each), so
+// pods of a class started together, at boot, start in turn, much as a
+// node of few cores would run them anyway.
+//
+// A task that joins a shared shim in the instant its last other task is
+// deleted finds it shutting down, and its creation fails (containerd 2.4:
+// "ttrpc: closed", about once in 50 pods replacing the only other of their
+// class, removal and start overlapping): the creation is tried again
+// (newTask), and the new task starts a new shim once the old has gone.
+//
+// A shim is never upgraded in place: it runs the binary it started with
+// until its last task goes. The release of the containerd it was started
+// under is part of a shared group's key, so after a containerd upgrade new
+// pods start in a shim of the new release while the running ones keep the
+// old shim until they end; a key without it would have new pods join the
+// old shim for as long as any pod of the class runs. The key is otherwise
+// fixed, so that pods staticlet adopts after a restart and pods it starts
+// afterwards meet in the same shim.
+//
+// A pod's containers join whatever group its sandbox has (sandboxShimGroup,
+// read from the sandbox's spec): a pod is never split over two shims, not
+// even when its class changes with its containers while its sandbox stays,
+// and pods made by earlier builds, whose group is their sandbox's ID, keep
+// their own shims until they go.
+
+// shimGroup is the spec annotation that names the runc shim group a task
+// joins.
+const shimGroup = "io.containerd.runc.v2.group"
+
+// shimGroupOf is the shim group of the sandbox id of p, whose ordinary pods
+// share a shim per QoS class and containerd release.
+func shimGroupOf(p *pod.Pod, id, release string) string {
+	if pod.Critical(&p.Spec) {
+		return id
+	}
+	return "staticlet-" + strings.ToLower(string(pod.QOSClass(&p.Spec))) + "-" + release
+}
+
+// releaseKey names containerd's release v in a shim group: its version and
+// revision, with any character but letters, digits and ".~+-" made '_' (the
+// runc shim joins the group into a path before hashing it).
+func releaseKey(v client.Version) string {
+	return strings.Map(func(c rune) rune {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.ContainsRune(".~+-", c):
+			return c
+		}
+		return '_'
+	}, v.Version+"-"+v.Revision)
+}
+
+// podShimGroup is the shim group of p's new sandbox id.
+func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (string, error) {
+	if pod.Critical(&p.Spec) {
+		return id, nil
+	}
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	v, err := r.client.Version(ctx)
+	if err != nil {
+		return "", fmt.Errorf("asking containerd for its version: %w", err)
+	}
+	return shimGroupOf(p, id, releaseKey(v)), nil
+}
+
+// sandboxShimGroup is the shim group of the sandbox id, which its pod's
+// containers join: the annotation of its spec, else (a sandbox made before
+// staticlet grouped shims) its ID, the key of a shim of its own.
+func (r *Runtime) sandboxShimGroup(ctx context.Context, id string) (string, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	c, err := r.client.ContainerService().Get(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("loading sandbox %s: %w", id, err)
+	}
+	var s struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if c.Spec != nil {
+		if err := json.Unmarshal(c.Spec.GetValue(), &s); err != nil {
+			return "", fmt.Errorf("reading the spec of sandbox %s: %w", id, err)
+		}
+	}
+	if g := s.Annotations[shimGroup]; g != "" {
+		return g, nil
+	}
+	return id, nil
+}
+
+// newTaskPatience bounds the retries of a task's creation.
+const newTaskPatience = 3 * time.Second
+
+// newTask creates the task of container c with ioc, and tries again, for
+// up to newTaskPatience, while the failure is one that retry accepts: the
+// shim it joined shutting down (shimGone), say.
+func (r *Runtime) newTask(ctx context.Context, c client.Container, ioc cio.Creator, retry func(error) bool) (client.Task, error) {
+	deadline := time.Now().Add(newTaskPatience)
+	for attempt := 1; ; attempt++ {
+		t, err := c.NewTask(ctx, ioc)
+		if err == nil || !retry(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return t, err
+		}
+		r.cfg.Logger.Debug("creating a task; trying again", "container", c.ID(), "err", err)
+		select {
+		case <-time.After(min(time.Duration(attempt)*25*time.Millisecond, 250*time.Millisecond)):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// shimGone tells whether err, from creating a task, says that the shim the
+// task joined went away meanwhile (its last other task deleted), or that
+// containerd was still removing the state of the container's last task:
+// both pass. Anything else, a spec runc refuses say, would fail again.
+func shimGone(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"ttrpc: closed", "connection refused", "connection reset", "file exists"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
