@@ -10,9 +10,10 @@
 // descriptors and its arguments (the log file, its rotation) to the log
 // daemon over a Unix socket, and keeps its own copies: if the daemon goes
 // away, the output waits in the pipes and the forwarder hands them to the
-// next daemon. When the shim asks it to stop, it waits (at most 10 s) for
-// the daemon to say that it wrote everything, so that a deleted task's log
-// is complete.
+// next daemon. When the streams end the daemon says so once it wrote
+// everything, and the forwarder exits, as a log driver does. When the shim
+// asks it to stop (having closed its ends of the pipes), it waits at most
+// 10 s for that, so that a deleted task's log is complete.
 //
 // The daemon is a copy of staticlet's binary run as `log-daemon DIR`; one
 // runs per root dir, holding DIR/lock. It writes the CRI log format with

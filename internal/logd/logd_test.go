@@ -205,9 +205,10 @@ func (h *harness) waitLines(want ...string) {
 }
 
 // TestForward: for each architecture, a container's two streams reach its
-// log through the forwarder and the daemon; when the container is done and
-// the shim asks the forwarder to stop, it exits 0 once its log is written,
-// unterminated last line included.
+// log through the forwarder and the daemon; when the streams end, the
+// forwarder exits 0 once its log is written, unterminated last line
+// included, and so it does when the shim asks it to stop right after it
+// closed the pipes.
 func TestForward(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
@@ -220,15 +221,25 @@ func TestForward(t *testing.T) {
 			fmt.Fprint(c.out, "three, no newline")
 			c.out.Close()
 			c.err.Close()
-			if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
 			if err := c.cmd.Wait(); err != nil {
-				t.Errorf("forwarder after SIGTERM: %v, want exit 0", err)
+				t.Errorf("forwarder at the end of its streams: %v, want exit 0", err)
 			}
 			got := h.lines()
 			if want := "stdout:one|stderr:two|stdout:three, no newline"; strings.Join(got, "|") != want {
 				t.Errorf("log once the forwarder exited: %q, want %q", got, want)
+			}
+
+			// The shim's way: the pipes closed, then SIGTERM at once.
+			c = h.forwarder()
+			fmt.Fprint(c.out, "four")
+			c.out.Close()
+			c.err.Close()
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			if err := c.cmd.Wait(); err != nil {
+				t.Errorf("forwarder after SIGTERM: %v, want exit 0", err)
+			}
+			if got := h.lines(); len(got) != 4 || got[3] != "stdout:four" {
+				t.Errorf("log once the second forwarder exited: %q, want stdout:four last", got)
 			}
 		})
 	}

@@ -271,14 +271,18 @@ func (r *Runtime) pauseLog(id string) string {
 }
 
 // pauseIO sends a pause process's output to logPath. The built-in pause
-// writes one line, when it fails, and has the shim copy it to the file
-// (cio.LogFile): no log driver process per pod. Another pause program's
-// output goes through the log driver, as containers' output, when there is
-// one: the shim's own copy can lose the output of a process that exits at
-// once when the node is busy (containerd 1.6's shim then logs "error
-// copying stderr" and the file stays empty).
+// says nothing unless its set-up fails (its exit code 1 then tells), and
+// its output goes nowhere: neither a log driver process nor a copy in the
+// shim, which serves many pods. Another pause program's output goes
+// through the log driver, as containers' output, when there is one: the
+// shim's own copy can lose the output of a process that exits at once when
+// the node is busy (containerd 1.6's shim then logs "error copying stderr"
+// and the file stays empty).
 func (r *Runtime) pauseIO(logPath string) cio.Creator {
-	if r.cfg.LogDriverArgs != nil && r.cfg.PauseBinary != "" {
+	if r.cfg.PauseBinary == "" {
+		return cio.NullIO
+	}
+	if r.cfg.LogDriverArgs != nil {
 		return cio.BinaryIO(r.cfg.LogDriver, r.cfg.LogDriverArgs(logPath))
 	}
 	return cio.LogFile(logPath)

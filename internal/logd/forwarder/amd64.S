@@ -14,7 +14,7 @@
 	.set SYS_close, 3
 	.set SYS_poll, 7
 	.set SYS_rt_sigaction, 13
-	.set SYS_pause, 34
+	.set SYS_rt_sigprocmask, 14
 	.set SYS_nanosleep, 35
 	.set SYS_socket, 41
 	.set SYS_connect, 42
@@ -40,16 +40,6 @@ _start:
 	lea rsi, [rip + act_ign]
 	call sigaction
 
-	/* Ready at once: the pipes hold the output until the daemon reads. */
-	mov eax, SYS_write
-	mov edi, 5
-	lea rsi, [rip + zero]
-	mov edx, 1
-	syscall
-	mov eax, SYS_close
-	mov edi, 5
-	syscall
-
 	/* The message: the arguments, argv[0] to the end of the last one. */
 	mov rcx, [rbp]
 	mov r12, [rbp + 8]
@@ -63,7 +53,25 @@ _start:
 	mov [rip + iov_base], r12
 	mov [rip + iov_len], rsi
 
+	/* Ready at once: the pipes hold the output until the daemon reads. */
+	mov eax, SYS_write
+	mov edi, 5
+	lea rsi, [rip + zero]
+	mov edx, 1
+	syscall
+	mov eax, SYS_close
+	mov edi, 5
+	syscall
+
 connect:
+	/* SIGTERM and SIGINT wait while a connection is made: the handler
+	 * then finds the socket that has the pipes, or none. */
+	mov eax, SYS_rt_sigprocmask
+	xor edi, edi			/* SIG_BLOCK */
+	lea rsi, [rip + stopmask]
+	lea rdx, [rip + oldmask]
+	mov r10d, 8
+	syscall
 	mov eax, SYS_socket
 	mov edi, 1			/* AF_UNIX */
 	mov esi, 0x80001		/* SOCK_STREAM|SOCK_CLOEXEC */
@@ -87,8 +95,11 @@ connect:
 	test rax, rax
 	js lost
 	mov [rip + sock], r14
-	/* One byte 'd' says the daemon wrote everything; EOF or an error
-	 * says it went away, and the pipes go to the next one. */
+	call unmask
+	/* One byte 'd' says the streams ended and the daemon wrote
+	 * everything: the forwarder's work is done, and it exits, as a log
+	 * driver does at the end of its streams. EOF or an error says the
+	 * daemon went away, and the pipes go to the next one. */
 	mov eax, SYS_read
 	mov rdi, r14
 	lea rsi, [rip + ack]
@@ -97,33 +108,36 @@ connect:
 	cmp rax, 1
 	jne lost
 	cmp byte ptr [rip + ack], 'd'
-	jne lost
-	mov qword ptr [rip + done], 1
-3:	mov eax, SYS_pause
-	syscall
-	jmp 3b
+	je exit
 lost:
 	mov qword ptr [rip + sock], -1
 	mov eax, SYS_close
 	mov rdi, r14
 	syscall
 sleep:
-	mov eax, SYS_nanosleep
+	call unmask
+	cmp qword ptr [rip + stopping], 0
+	je 4f
+	dec qword ptr [rip + tries]
+	js exit
+4:	mov eax, SYS_nanosleep
 	lea rdi, [rip + retry]
 	xor esi, esi
 	syscall
 	jmp connect
 
-/* The handler of SIGTERM and SIGINT: once the daemon has the pipes, wait
- * (10 s at most) for it to say it wrote everything, or to go away; then
- * exit 0. It never returns. */
+/* The handler of SIGTERM and SIGINT. It never returns. Once the daemon
+ * has the pipes, wait (10 s at most) for it to say it wrote everything,
+ * or to go away; then exit 0. Before that (a container that ended as soon
+ * as it started, or no daemon running), go on handing the pipes over, for
+ * 10 s at most: what they hold is lost once the forwarder exits. */
 term:
 	mov rdi, [rip + sock]
 	test rdi, rdi
-	js exit
-	cmp qword ptr [rip + done], 0
-	jne exit
-	mov [rip + pfd], edi
+	jns 5f
+	mov qword ptr [rip + stopping], 1
+	jmp connect
+5:	mov [rip + pfd], edi
 	mov eax, SYS_poll
 	lea rdi, [rip + pfd]
 	mov esi, 1
@@ -133,6 +147,16 @@ exit:
 	mov eax, SYS_exit_group
 	xor edi, edi
 	syscall
+
+/* unmask sets the signal mask back to what it was before connect. */
+unmask:
+	mov eax, SYS_rt_sigprocmask
+	mov edi, 2			/* SIG_SETMASK */
+	lea rsi, [rip + oldmask]
+	xor edx, edx
+	mov r10d, 8
+	syscall
+	ret
 
 /* sigaction(edi = signal, rsi = action); exits 1 on failure. */
 sigaction:
@@ -150,7 +174,8 @@ fail:
 
 	.section .rodata
 	.balign 8
-act_term:	.quad term, 0x04000000, term, 0	/* SA_RESTORER; never returns */
+act_term:	.quad term, 0x04000000, term, 0x4002	/* SA_RESTORER; never returns; both blocked in it */
+stopmask:	.quad 0x4002			/* SIGTERM, SIGINT */
 act_ign:	.quad 1, 0x04000000, term, 0	/* SIG_IGN */
 retry:		.quad 0, 500000000		/* 0.5 s between tries */
 zero:		.byte 0
@@ -165,7 +190,9 @@ cmsg:		.quad 24			/* CMSG_LEN(2 descriptors) */
 		.long 1, 1			/* SOL_SOCKET, SCM_RIGHTS */
 		.long 3, 4
 sock:		.quad -1
-done:		.quad 0
+oldmask:	.quad 0
+stopping:	.quad 0
+tries:		.quad 20			/* tries left once stopping */
 pfd:		.long 0
 		.short 1, 0			/* POLLIN */
 ack:		.byte 0

@@ -9,6 +9,7 @@
 	.set SYS_exit_group, 94
 	.set SYS_nanosleep, 101
 	.set SYS_rt_sigaction, 134
+	.set SYS_rt_sigprocmask, 135
 	.set SYS_socket, 198
 	.set SYS_connect, 203
 	.set SYS_sendmsg, 211
@@ -31,15 +32,6 @@ _start:
 	adr x1, act_ign
 	bl sigaction
 
-	mov x8, #SYS_write
-	mov x0, #5
-	adr x1, zero
-	mov x2, #1
-	svc #0
-	mov x8, #SYS_close
-	mov x0, #5
-	svc #0
-
 	ldr x9, [x19]			/* argc */
 	ldr x20, [x19, #8]		/* argv[0] */
 	ldr x10, [x19, x9, lsl #3]	/* argv[argc-1] */
@@ -53,7 +45,22 @@ _start:
 	str x20, [x12]
 	str x10, [x12, #8]
 
+	mov x8, #SYS_write
+	mov x0, #5
+	adr x1, zero
+	mov x2, #1
+	svc #0
+	mov x8, #SYS_close
+	mov x0, #5
+	svc #0
+
 connect:
+	mov x8, #SYS_rt_sigprocmask
+	mov x0, #0			/* SIG_BLOCK */
+	adr x1, stopmask
+	ldr x2, =oldmask
+	mov x3, #8
+	svc #0
 	mov x8, #SYS_socket
 	mov x0, #1			/* AF_UNIX */
 	mov x1, #1			/* SOCK_STREAM */
@@ -75,6 +82,7 @@ connect:
 	tbnz x0, #63, lost
 	ldr x12, =sock
 	str x21, [x12]
+	bl unmask
 	mov x8, #SYS_read
 	mov x0, x21
 	ldr x1, =ack
@@ -85,18 +93,7 @@ connect:
 	ldr x12, =ack
 	ldrb w11, [x12]
 	cmp w11, #'d'
-	b.ne lost
-	ldr x12, =done
-	mov x11, #1
-	str x11, [x12]
-3:	mov x8, #SYS_ppoll		/* no descriptors, no timeout: a pause */
-	mov x0, #0
-	mov x1, #0
-	mov x2, #0
-	mov x3, #0
-	mov x4, #0
-	svc #0
-	b 3b
+	b.eq exit
 lost:
 	ldr x12, =sock
 	mov x11, #-1
@@ -105,7 +102,16 @@ lost:
 	mov x0, x21
 	svc #0
 sleep:
-	mov x8, #SYS_nanosleep
+	bl unmask
+	ldr x12, =stopping
+	ldr x11, [x12]
+	cbz x11, 4f
+	ldr x12, =tries
+	ldr x11, [x12]
+	subs x11, x11, #1
+	str x11, [x12]
+	b.mi exit
+4:	mov x8, #SYS_nanosleep
 	adr x0, retry
 	mov x1, #0
 	svc #0
@@ -114,11 +120,12 @@ sleep:
 term:
 	ldr x12, =sock
 	ldr x0, [x12]
-	tbnz x0, #63, exit
-	ldr x12, =done
-	ldr x11, [x12]
-	cbnz x11, exit
-	ldr x12, =pfd
+	tbz x0, #63, 5f
+	ldr x12, =stopping
+	mov x11, #1
+	str x11, [x12]
+	b connect
+5:	ldr x12, =pfd
 	str w0, [x12]
 	mov x8, #SYS_ppoll
 	mov x0, x12
@@ -131,6 +138,15 @@ exit:
 	mov x8, #SYS_exit_group
 	mov x0, #0
 	svc #0
+
+unmask:
+	mov x8, #SYS_rt_sigprocmask
+	mov x0, #2			/* SIG_SETMASK */
+	ldr x1, =oldmask
+	mov x2, #0
+	mov x3, #8
+	svc #0
+	ret
 
 sigaction:
 	mov x8, #SYS_rt_sigaction
@@ -146,7 +162,8 @@ fail:
 
 	.ltorg
 	.balign 8
-act_term:	.quad term, 0x04000000, term, 0
+act_term:	.quad term, 0x04000000, term, 0x4002
+stopmask:	.quad 0x4002
 act_ign:	.quad 1, 0x04000000, term, 0
 retry:		.quad 0, 500000000
 zero:		.byte 0
@@ -161,7 +178,9 @@ cmsg:		.quad 24
 		.long 1, 1
 		.long 3, 4
 sock:		.quad -1
-done:		.quad 0
+oldmask:	.quad 0
+stopping:	.quad 0
+tries:		.quad 20
 pfd:		.long 0
 		.short 1, 0
 ack:		.byte 0
