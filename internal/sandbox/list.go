@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/api/types/task"
@@ -15,22 +14,29 @@ import (
 )
 
 // PodContainers lists the containers of one pod, with their processes'
-// states. Its cost is the pod's own: one filtered container listing
-// (containerd's metadata, no shim) and one task lookup per container of
+// states. Its cost is the pod's own: its share of a listing of every
+// container (containerd's metadata, no shim), which the pods listed at
+// the same time share (listBatcher), and one task lookup per container of
 // the pod (one State call to the pod's shim each). Other pods' tasks are
-// never asked for, so that a resync, which lists every pod, costs linear
-// in the pods and not their square.
+// never asked for, so that a resync, which lists every pod at once, costs
+// linear in the pods and not their square.
 func (r *Runtime) PodContainers(ctx context.Context, key pod.Key) ([]pod.Record, error) {
-	filter := fmt.Sprintf("labels.%q==%s,labels.%q==%s",
-		LabelPodNamespace, strconv.Quote(key.Namespace), LabelPodName, strconv.Quote(key.Name))
-	ctx, cancel := r.call(ctx)
-	defer cancel()
-	cs, err := r.client.ContainerService().List(ctx, filter)
+	all, err := r.listings.list(ctx, func() ([]containers.Container, error) {
+		// Shared by the callers of the time: none's cancellation ends it.
+		ctx, cancel := r.call(context.WithoutCancel(ctx))
+		defer cancel()
+		return r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelKind))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the containers of pod %s: %w", key, err)
 	}
-	out := make([]pod.Record, 0, len(cs))
-	for _, c := range cs {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	var out []pod.Record
+	for _, c := range all { // shared: read, not written
+		if c.Labels[LabelPodNamespace] != key.Namespace || c.Labels[LabelPodName] != key.Name {
+			continue
+		}
 		c, t, err := r.containerTask(ctx, c)
 		if errdefs.IsNotFound(err) {
 			continue // removed since the listing
