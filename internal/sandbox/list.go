@@ -21,12 +21,7 @@ import (
 // never asked for, so that a resync, which lists every pod at once, costs
 // linear in the pods and not their square.
 func (r *Runtime) PodContainers(ctx context.Context, key pod.Key) ([]pod.Record, error) {
-	all, err := r.listings.list(ctx, func() ([]containers.Container, error) {
-		// Shared by the callers of the time: none's cancellation ends it.
-		ctx, cancel := r.call(context.WithoutCancel(ctx))
-		defer cancel()
-		return r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelKind))
-	})
+	all, err := r.listContainers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing the containers of pod %s: %w", key, err)
 	}
@@ -47,6 +42,18 @@ func (r *Runtime) PodContainers(ctx context.Context, key pod.Key) ([]pod.Record,
 		out = append(out, r.record(ctx, c, t))
 	}
 	return out, nil
+}
+
+// listContainers lists every container staticlet made, from containerd's
+// metadata alone (no shim is asked), in a listing shared with the other
+// callers of the time (listBatcher): read it, do not write it.
+func (r *Runtime) listContainers(ctx context.Context) ([]containers.Container, error) {
+	return r.listings.list(ctx, func() ([]containers.Container, error) {
+		// Shared by the callers of the time: none's cancellation ends it.
+		ctx, cancel := r.call(context.WithoutCancel(ctx))
+		defer cancel()
+		return r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelKind))
+	})
 }
 
 // containerTask returns listed container c's task (nil when it has none),
@@ -83,12 +90,16 @@ func (r *Runtime) containerTask(ctx context.Context, c containers.Container) (co
 
 // AllContainers lists every container staticlet made in its namespace.
 // It asks every task's shim for its state, through one task listing: it
-// is for what looks at the whole node now and then (adoption at start, the
-// sweeps), not for each pod.
+// is for what looks at the whole node now and then (adoption at start),
+// not for each pod.
 func (r *Runtime) AllContainers(ctx context.Context) ([]pod.Record, error) {
 	recs, err := r.listAll(ctx)
 	if err == nil {
-		r.messages.retain(recs)
+		ids := make(map[string]bool, len(recs))
+		for _, rec := range recs {
+			ids[rec.ID] = true
+		}
+		r.messages.retain(ids)
 	}
 	return recs, err
 }

@@ -126,6 +126,15 @@ func TestPodContainersAsksOnlyItsPod(t *testing.T) {
 	if tc.lists != 1 || len(tc.gets) != 0 {
 		t.Errorf("AllContainers listed every task %d times and asked for %d tasks one by one, want one listing", tc.lists, len(tc.gets))
 	}
+
+	// The sweep of pods' files, at every resync, reads labels only.
+	tc.reset()
+	if _, err := h.rt.SweepPodFiles(h.ctx(), func(string) bool { return true }); err != nil {
+		t.Fatalf("SweepPodFiles: %v", err)
+	}
+	if tc.lists != 0 || len(tc.gets) != 0 {
+		t.Errorf("SweepPodFiles listed every task %d times and asked for %d tasks one by one, want neither", tc.lists, len(tc.gets))
+	}
 }
 
 // TestContainerTaskAfterSettledExit: a container listed before its exit
