@@ -112,9 +112,9 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 	// a node's first pod.
 	//
 	// Except for the shims: their total moves by tens of MiB between two
-	// measurements a few seconds apart (adding or removing one pod makes
-	// staticlet's resyncs ask every shim for its tasks' state, and each
-	// shim's Go heap grows and is given back on its own schedule), more
+	// measurements a few seconds apart (staticlet's resyncs and sweeps ask
+	// every shim for its tasks' state, and each shim's Go heap grows and
+	// is given back on its own schedule), more
 	// than one shim weighs, so a shim added counts at the mean PSS of the
 	// shims measured with it.
 	shapes := []struct {

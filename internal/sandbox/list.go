@@ -58,9 +58,11 @@ func (r *Runtime) listContainers(ctx context.Context) ([]containers.Container, e
 
 // containerTask returns listed container c's task (nil when it has none),
 // with c as it is after the task was read. Its labels are read again when
-// the task seems not to match them: a task gone, or one running where the
-// labels keep an exit. An exit is recorded in the labels before its task
-// is deleted (settleExit), and a sandbox's exit label cleared before its
+// the task does not match them: a task gone where the labels keep no
+// exit, or one running where they keep one. An exit kept is final for a
+// container whose task is gone, and a stopped task tells its own exit:
+// those cost no second read. An exit is recorded in the labels before its
+// task is deleted (settleExit), and a sandbox's exit label cleared before its
 // pause process runs again (StartSandbox), so labels read after the task
 // are never older than it: an exit settled between the listing and the
 // lookup cannot make a container look never-run, nor a restarted one
@@ -76,16 +78,17 @@ func (r *Runtime) containerTask(ctx context.Context, c containers.Container) (co
 	default:
 		t = resp.Process
 	}
-	rec := recordFromLabels(c.ID, c.Labels, c.CreatedAt)
-	stale := t == nil || rec.State == pod.TaskExited && t.Status != task.Status_STOPPED
-	if !stale {
+	exited := recordFromLabels(c.ID, c.Labels, c.CreatedAt).State == pod.TaskExited
+	gone := t == nil && !exited
+	restarted := t != nil && t.Status != task.Status_STOPPED && exited
+	if !gone && !restarted {
 		return c, t, nil
 	}
-	c, err = r.client.ContainerService().Get(ctx, c.ID)
+	again, err := r.client.ContainerService().Get(ctx, c.ID)
 	if err != nil {
 		return c, nil, fmt.Errorf("reading container %s: %w", c.ID, err)
 	}
-	return c, t, nil
+	return again, t, nil
 }
 
 // AllContainers lists every container staticlet made in its namespace.
