@@ -229,25 +229,29 @@ func (be *benchEnv) taskPIDs(ctx context.Context) (pause, work map[int]bool, err
 	return pause, work, nil
 }
 
-// measureFootprint reads the PSS of staticlet, of containerd and of every
-// process staticlet adds. Those are found in the process table, not
-// assumed: the roots are staticlet and the runc shims of its namespace on
-// this containerd (containerd-shim-runc-v2 with -namespace testNS and
-// -address the test's socket; a shim leaves its starter and is re-parented
-// to init, so it is nobody's child here); every descendant of a root is
-// staticlet's, grouped as a pause (a sandbox task's PID from containerd),
-// a logger (a log driver or forwarder, logs.IsDriver on its arguments, or
-// the log daemon) or other — except the
-// workload: a container task's PID from containerd and everything below
-// it, the processes the pod asked for, which are not counted at all.
-func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
+// helperProcs are the processes staticlet adds, by group.
+type helperProcs struct {
+	shims, pause, loggers, other []int
+}
+
+// helperProcs finds the processes staticlet adds in the process table,
+// rather than assuming them: the roots are staticlet and the runc shims of
+// its namespace on this containerd (containerd-shim-runc-v2 with
+// -namespace testNS and -address the test's socket; a shim leaves its
+// starter and is re-parented to init, so it is nobody's child here);
+// every descendant of a root is staticlet's, grouped as a pause (a sandbox
+// task's PID from containerd), a logger (a log driver or forwarder,
+// logs.IsDriver on its arguments, or the log daemon) or other — except the workload: a container task's PID from
+// containerd and everything below it, the processes the pod asked for,
+// which are in no group. Staticlet itself is in none either.
+func (be *benchEnv) helperProcs(ctx context.Context) (helperProcs, error) {
 	pause, work, err := be.taskPIDs(ctx)
 	if err != nil {
-		return footprint{}, err
+		return helperProcs{}, err
 	}
 	procs, err := procfs.List()
 	if err != nil {
-		return footprint{}, err
+		return helperProcs{}, err
 	}
 	children := map[int][]procfs.Proc{}
 	shims := map[int]bool{}
@@ -258,13 +262,7 @@ func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
 			shims[p.PID] = true
 		}
 	}
-	var f footprint
-	add := func(sum *int64, n *int, pid int) {
-		if v, err := pss(pid); err == nil { // gone since the listing: nothing to count
-			*sum += v
-			*n++
-		}
-	}
+	var h helperProcs
 	seen := map[int]bool{}
 	var walk func(pid int)
 	walk = func(pid int) {
@@ -275,13 +273,13 @@ func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
 			seen[c.PID] = true
 			switch {
 			case shims[c.PID]:
-				add(&f.shims, &f.nShims, c.PID)
+				h.shims = append(h.shims, c.PID)
 			case pause[c.PID]:
-				add(&f.pause, &f.nPause, c.PID)
+				h.pause = append(h.pause, c.PID)
 			case len(c.Args) > 1 && (logs.IsDriver(c.Args[1:]) || c.Args[1] == "log-daemon"):
-				add(&f.loggers, &f.nLoggers, c.PID)
+				h.loggers = append(h.loggers, c.PID)
 			default:
-				add(&f.other, &f.nOther, c.PID)
+				h.other = append(h.other, c.PID)
 			}
 			walk(c.PID)
 		}
@@ -292,11 +290,34 @@ func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
 	for pid := range shims {
 		if !seen[pid] {
 			seen[pid] = true
-			add(&f.shims, &f.nShims, pid)
+			h.shims = append(h.shims, pid)
 			walk(pid)
 		}
 	}
-	if f.staticlet, err = pss(spid); err != nil {
+	return h, nil
+}
+
+// measureFootprint reads the PSS of staticlet, of containerd and of every
+// process staticlet adds (helperProcs).
+func (be *benchEnv) measureFootprint(ctx context.Context) (footprint, error) {
+	h, err := be.helperProcs(ctx)
+	if err != nil {
+		return footprint{}, err
+	}
+	var f footprint
+	add := func(sum *int64, n *int, pids []int) {
+		for _, pid := range pids {
+			if v, err := pss(pid); err == nil { // gone since the listing: nothing to count
+				*sum += v
+				*n++
+			}
+		}
+	}
+	add(&f.shims, &f.nShims, h.shims)
+	add(&f.pause, &f.nPause, h.pause)
+	add(&f.loggers, &f.nLoggers, h.loggers)
+	add(&f.other, &f.nOther, h.other)
+	if f.staticlet, err = pss(be.cmd.Process.Pid); err != nil {
 		return footprint{}, err
 	}
 	if f.containerd, err = pss(be.containerdPID()); err != nil {

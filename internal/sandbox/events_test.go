@@ -130,16 +130,7 @@ spec:
 	if err != nil {
 		t.Fatalf("loading container %s: %v", c.ID, err)
 	}
-	var exitedAt time.Time
-	waitFor(t, 10*time.Second, "the container's exit", func() (bool, string) {
-		task, err := ctr.Task(h.nsCtx(), nil)
-		if err != nil {
-			return false, err.Error()
-		}
-		st, err := task.Status(h.nsCtx())
-		exitedAt = st.ExitTime
-		return err == nil && st.Status == client.Stopped, fmt.Sprintf("status %v, %v", st.Status, err)
-	})
+	exitedAt := h.waitStopped(ctr)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -154,4 +145,21 @@ spec:
 	if _, err := ctr.Task(h.nsCtx(), nil); !errdefs.IsNotFound(err) {
 		t.Errorf("loading the task after settleExit: %v, want not found", err)
 	}
+}
+
+// waitStopped waits until ctr's task has stopped, its exit not settled
+// yet (no Exits runs), and returns when it exited.
+func (h *harness) waitStopped(ctr client.Container) time.Time {
+	h.t.Helper()
+	var exitedAt time.Time
+	waitFor(h.t, 10*time.Second, "the container's exit", func() (bool, string) {
+		task, err := ctr.Task(h.nsCtx(), nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		st, err := task.Status(h.nsCtx())
+		exitedAt = st.ExitTime
+		return err == nil && st.Status == client.Stopped, fmt.Sprintf("status %v, %v", st.Status, err)
+	})
+	return exitedAt
 }

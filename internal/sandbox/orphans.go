@@ -259,18 +259,22 @@ func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool)
 	if err != nil {
 		return nil, fmt.Errorf("listing pod directories: %w", err)
 	}
-	recs, err := r.AllContainers(ctx)
+	// Containers' labels say which pods have some: no task, so no shim,
+	// is asked.
+	cs, err := r.listContainers(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing containers: %w", err)
 	}
 	logs, err := os.ReadDir(r.cfg.PodLogsDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("listing pod log directories: %w", err)
 	}
-	has := map[string]bool{}
-	for _, rec := range recs {
-		has[rec.PodUID] = true
+	has, ids := map[string]bool{}, map[string]bool{}
+	for _, c := range cs {
+		has[c.Labels[LabelPodUID]] = true
+		ids[c.ID] = true
 	}
+	r.messages.retain(ids)
 	var removed []string
 	var errs []error
 	for _, e := range ents {

@@ -173,6 +173,8 @@ type Runtime struct {
 	ooms oomLedger
 	// messages caches exited containers' termination messages.
 	messages messageCache
+	// listings shares the container listings of pods listed at once.
+	listings listBatcher
 	// network is the pod network; nil without one.
 	network *podNetwork
 	// shims remembers the shims SweepShims found serving no task.

@@ -247,13 +247,9 @@ func (c *messageCache) forget(id string) {
 	delete(c.m, id)
 }
 
-// retain drops the messages of containers not among recs, every container
-// there is: one removed behind staticlet's back.
-func (c *messageCache) retain(recs []pod.Record) {
-	keep := make(map[string]bool, len(recs))
-	for _, r := range recs {
-		keep[r.ID] = true
-	}
+// retain drops the messages of containers not in keep, the IDs of every
+// container there is: one removed behind staticlet's back.
+func (c *messageCache) retain(keep map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.m {
