@@ -156,12 +156,15 @@ func (r *Runtime) newTask(ctx context.Context, c client.Container, ioc cio.Creat
 }
 
 // shimGone tells whether err, from creating a task, says that the shim the
-// task joined went away meanwhile (its last other task deleted), or that
-// containerd was still removing the state of the container's last task:
-// both pass. Anything else, a spec runc refuses say, would fail again.
+// task joined went away meanwhile (its last other task deleted), which
+// passes. Anything else, a spec runc refuses say, would fail again. A
+// bundle that exists already ("file exists") is not retried: it is another
+// creation of the same task under way, one a staticlet killed in the
+// middle left to containerd, and the container is dealt with as a
+// half-started one.
 func shimGone(err error) bool {
 	msg := err.Error()
-	for _, s := range []string{"ttrpc: closed", "connection refused", "connection reset", "file exists"} {
+	for _, s := range []string{"ttrpc: closed", "connection refused", "connection reset"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -274,7 +274,7 @@ func TestShimGone(t *testing.T) {
 		{errors.New("failed to create shim task: ttrpc: closed"), true},
 		{errors.New("failed to create shim task: dial unix /run/containerd/s/0a1b: connect: connection refused"), true},
 		{errors.New("read unix @->/run/containerd/s/0a1b: read: connection reset by peer"), true},
-		{errors.New("failed to create shim task: mkdir /run/containerd/io.containerd.runtime.v2.task/staticlet/0a1b: file exists"), true},
+		{errors.New("failed to create shim task: mkdir /run/containerd/io.containerd.runtime.v2.task/staticlet/0a1b: file exists"), false},
 		{errors.New(`failed to create shim task: OCI runtime create failed: exec: "nope": executable file not found in $PATH`), false},
 		{context.DeadlineExceeded, false},
 	}
