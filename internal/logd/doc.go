@@ -13,7 +13,8 @@
 // next daemon. When the streams end the daemon says so once it wrote
 // everything, and the forwarder exits, as a log driver does. When the shim
 // asks it to stop (having closed its ends of the pipes), it waits at most
-// 10 s for that, so that a deleted task's log is complete.
+// 10 s for that, so that a deleted task's log is complete; with no daemon
+// to hand the pipes to, it exits at once.
 //
 // The daemon is a copy of staticlet's binary run as `log-daemon DIR`; one
 // runs per root dir, holding DIR/lock. It writes the CRI log format with

@@ -21,10 +21,12 @@ import (
 // (pod.WaitingError). On failure nothing of the container is left.
 func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) (_ pod.Record, err error) {
 	p, c := req.Pod, req.Container
+	clock := newPhaseClock()
 	img, err := r.resolveImage(ctx, c.Image, c.ImagePullPolicy)
 	if err != nil {
 		return pod.Record{}, err
 	}
+	clock.mark("image")
 	volumes, err := r.prepareVolumes(p, req.Sandbox.PodUID)
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerConfigError", Err: err}
@@ -106,6 +108,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	defer release()
 	cctx, cancel := r.call(lctx)
 	defer cancel()
+	clock.mark("spec")
 	ctr, err := r.client.NewContainer(cctx, id,
 		client.WithImage(img.image),
 		client.WithSnapshotter(r.cfg.Snapshotter),
@@ -122,12 +125,14 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 			r.undoContainer(ctx, ctr)
 		}
 	}()
+	clock.mark("container")
 	rec := recordFromLabels(id, labels, time.Now())
 	t, err := r.newTask(cctx, ctr, r.containerOutput(rec), shimGone)
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("creating the task of container %q of pod %s: %w", c.Name, p, err)}
 	}
+	clock.mark("task")
 	if runsOnce(req) {
 		if _, err := ctr.SetLabels(cctx, map[string]string{LabelStarting: time.Now().UTC().Format(time.RFC3339Nano)}); err != nil {
 			return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
@@ -138,6 +143,8 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
 	}
+	clock.mark("start")
+	r.cfg.Logger.Debug("started a container", clock.attrs("pod", p.String(), "container", c.Name, "id", id)...)
 	rec.State = pod.TaskRunning
 	rec.Pid = t.Pid()
 	return rec, nil

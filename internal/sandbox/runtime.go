@@ -366,3 +366,22 @@ func newID() string {
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on Linux.
 	return hex.EncodeToString(b)
 }
+
+// phaseClock times the steps of one operation, for a debug line that says
+// where its time went.
+type phaseClock struct {
+	last  time.Time
+	steps []any
+}
+
+func newPhaseClock() *phaseClock { return &phaseClock{last: time.Now()} }
+
+// mark ends step name: the time since the last mark.
+func (c *phaseClock) mark(name string) {
+	now := time.Now()
+	c.steps = append(c.steps, name, now.Sub(c.last).Round(10*time.Microsecond))
+	c.last = now
+}
+
+// attrs are the log attributes: first, then each step's time.
+func (c *phaseClock) attrs(first ...any) []any { return append(first, c.steps...) }

@@ -40,6 +40,7 @@ const LabelStartedAt = labelPrefix + "start.time"
 func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
+	clock := newPhaseClock()
 	c, err := r.client.LoadContainer(ctx, sb.ID)
 	if err != nil {
 		return sb, fmt.Errorf("loading sandbox %s: %w", sb.ID, err)
@@ -64,10 +65,12 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	// one's state ("file exists"). Both pass, and the pause program is
 	// staticlet's, which no spec stops from starting: whatever the error,
 	// try again for a while.
+	clock.mark("load")
 	t, err := r.newTask(ctx, c, r.pauseIO(logPath), func(error) bool { return true })
 	if err != nil {
 		return sb, fmt.Errorf("creating the task of sandbox %s: %w", sb.ID, err)
 	}
+	clock.mark("task")
 	// Waiting is set up before the start, so that an exit at once is seen.
 	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
 	defer wcancel()
@@ -77,13 +80,16 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 	// cleanly: StartSandbox returns once it does.
 	if err == nil {
 		err = t.Start(ctx)
+		clock.mark("start")
 	}
 	if err == nil {
 		err = r.waitPauseReady(ctx, t.Pid(), exited)
+		clock.mark("ready")
 	}
 	if err != nil {
 		return sb, fmt.Errorf("starting sandbox %s: %w", sb.ID, r.pauseFailed(ctx, c, t, err))
 	}
+	r.cfg.Logger.Debug("started a sandbox", clock.attrs("id", sb.ID)...)
 	sb.State = pod.TaskRunning
 	sb.Pid = t.Pid()
 	return sb, nil

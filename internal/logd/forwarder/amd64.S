@@ -129,8 +129,8 @@ sleep:
 /* The handler of SIGTERM and SIGINT. It never returns. Once the daemon
  * has the pipes, wait (10 s at most) for it to say it wrote everything,
  * or to go away; then exit 0. Before that (a container that ended as soon
- * as it started, or no daemon running), go on handing the pipes over, for
- * 10 s at most: what they hold is lost once the forwarder exits. */
+ * as it started), try once more to hand the pipes over: what they hold is
+ * lost once the forwarder exits. With no daemon to take them, exit. */
 term:
 	mov rdi, [rip + sock]
 	test rdi, rdi
@@ -192,7 +192,7 @@ cmsg:		.quad 24			/* CMSG_LEN(2 descriptors) */
 sock:		.quad -1
 oldmask:	.quad 0
 stopping:	.quad 0
-tries:		.quad 20			/* tries left once stopping */
+tries:		.quad 0			/* tries left once stopping, after the first */
 pfd:		.long 0
 		.short 1, 0			/* POLLIN */
 ack:		.byte 0

@@ -180,7 +180,7 @@ cmsg:		.quad 24
 sock:		.quad -1
 oldmask:	.quad 0
 stopping:	.quad 0
-tries:		.quad 20
+tries:		.quad 0
 pfd:		.long 0
 		.short 1, 0
 ack:		.byte 0
