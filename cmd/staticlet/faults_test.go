@@ -110,6 +110,15 @@ func TestFaultInjection(t *testing.T) {
 			g.present = false
 		}
 	}
+	e.waitNothingLeft(t, d, f.podUIDs(t))
+	d.stop()
+}
+
+// waitNothingLeft waits, once every manifest is removed, until d reports
+// no pod and containerd holds no container, and then until nothing is left
+// of the pods (see leftovers), uids being all of theirs.
+func (e *env) waitNothingLeft(t *testing.T, d *daemon, uids []string) {
+	t.Helper()
 	waitFor(t, 90*time.Second, "every pod gone", func() (bool, string) {
 		pods, err := d.client().Pods(t.Context())
 		if err != nil {
@@ -119,10 +128,9 @@ func TestFaultInjection(t *testing.T) {
 		return len(pods.Items) == 0 && len(cs) == 0, fmt.Sprintf("%d pods, containers %v", len(pods.Items), ids(cs))
 	})
 	waitFor(t, 60*time.Second, "nothing of the pods left", func() (bool, string) {
-		left := f.leftovers(t)
+		left := e.leftovers(t, uids)
 		return len(left) == 0, strings.Join(left, "; ")
 	})
-	d.stop()
 }
 
 // faultGen is where one manifest stands: whether it is in the directory,
@@ -396,11 +404,27 @@ func (w *dupWatch) stop() []string {
 	})
 }
 
-// leftovers lists what staticlet left of its pods once every manifest is
-// removed and it reports no pod.
-func (f *faultWorld) leftovers(t *testing.T) []string {
+// podUIDs lists the UIDs of every pod whose containers ran: each left a
+// file named after its UID in the state directory.
+func (f *faultWorld) podUIDs(t *testing.T) []string {
 	t.Helper()
-	e := f.e
+	files, err := filepath.Glob(filepath.Join(f.state, "uid-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, file := range files {
+		uids = append(uids, strings.TrimPrefix(filepath.Base(file), "uid-"))
+	}
+	return uids
+}
+
+// leftovers lists what staticlet left of its pods once every manifest is
+// removed and it reports no pod; uids are the pods whose cgroups it looks
+// for. Container processes are found by the dupcheck-<pod>-<container>
+// name their shells carry.
+func (e *env) leftovers(t *testing.T, uids []string) []string {
+	t.Helper()
 	ctx := namespaces.WithNamespace(t.Context(), testNS)
 	var left []string
 	addf := func(format string, args ...any) { left = append(left, fmt.Sprintf(format, args...)) }
@@ -484,9 +508,7 @@ func (f *faultWorld) leftovers(t *testing.T) []string {
 			addf("log directory %s", ent.Name())
 		}
 	}
-	uids, _ := filepath.Glob(filepath.Join(f.state, "uid-*"))
-	for _, u := range uids {
-		uid := strings.TrimPrefix(filepath.Base(u), "uid-")
+	for _, uid := range uids {
 		for _, pattern := range []string{"/sys/fs/cgroup/staticlet", "/sys/fs/cgroup/*/staticlet"} {
 			dirs, _ := filepath.Glob(pattern + "/pod" + uid)
 			more, _ := filepath.Glob(pattern + "/*/pod" + uid)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,6 +85,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	// The log daemon the test's staticlets started outlives them. It is
+	// stopped last, once containerd's cleanup deleted the tasks of the
+	// pods a test leaves running: a log forwarder the shim asks to stop
+	// waits up to 10 s for a daemon to hand the container's pipes to,
+	// which, with none running, outlasts the deadline of that deletion.
+	var logDaemon int
+	var logDir string
+	t.Cleanup(func() { stopLogDaemon(t, logDaemon, logDir) })
 	ctrd := ctrdtest.Start(t)
 	ctrd.ImportImage(t, testNS, testimage.DefaultRef)
 	dir, err := os.MkdirTemp("", "sl")
@@ -91,8 +100,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// The log daemon the test's staticlets started outlives them.
-		stopLogDaemon(t, filepath.Join(dir, "root"))
+		logDir = logd.Dir(filepath.Join(dir, "root"))
+		logDaemon = logd.DaemonPID(logDir)
 		// A staticlet killed by the test leaves its pods' namespaces pinned.
 		if err := ctrdtest.UnmountUnder(dir); err != nil {
 			t.Errorf("unmounting under %s: %v", dir, err)
@@ -112,12 +121,13 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// stopLogDaemon ends the log daemon of root dir root, if one runs, and
-// waits until it is gone.
-func stopLogDaemon(t *testing.T, root string) {
+// stopLogDaemon ends process pid, the log daemon of directory dir, and
+// waits until it is gone. A pid of 0 is none; so is a process that is no
+// longer that daemon (it exited, idle, since it was found, and its PID
+// went to another).
+func stopLogDaemon(t *testing.T, pid int, dir string) {
 	t.Helper()
-	pid := logd.DaemonPID(logd.Dir(root))
-	if pid == 0 {
+	if pid == 0 || !slices.Contains(cmdline(pid), dir) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,10 +103,21 @@ func TestLogDriverFromRootDir(t *testing.T) {
 }
 
 // logDriversUnder lists the command lines of the log driver processes
-// writing under dir.
+// writing under dir, in the order of their process IDs.
 func logDriversUnder(dir string) [][]string {
-	entries, _ := os.ReadDir("/proc")
+	procs := logDriverProcs(dir)
 	var out [][]string
+	for _, pid := range slices.Sorted(maps.Keys(procs)) {
+		out = append(out, procs[pid])
+	}
+	return out
+}
+
+// logDriverProcs maps the log driver processes writing under dir to their
+// command lines.
+func logDriverProcs(dir string) map[int][]string {
+	entries, _ := os.ReadDir("/proc")
+	out := map[int][]string{}
 	for _, ent := range entries {
 		pid, err := strconv.Atoi(ent.Name())
 		if err != nil {
@@ -116,7 +128,7 @@ func logDriversUnder(dir string) [][]string {
 			continue
 		}
 		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir+"/") }) {
-			out = append(out, args)
+			out[pid] = args
 		}
 	}
 	return out
