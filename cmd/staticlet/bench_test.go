@@ -41,6 +41,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/ctrdtest"
+	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/testimage"
 )
@@ -124,7 +125,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The log daemon outlives staticlet; it goes last (see newEnv).
+	var logDaemon int
+	logDir := logd.Dir(filepath.Join(dir, "root"))
+	b.Cleanup(func() { stopLogDaemon(b, logDaemon, logDir) })
 	b.Cleanup(func() { // after containerd has stopped
+		logDaemon = logd.DaemonPID(logDir)
 		_ = ctrdtest.UnmountUnder(dir) // namespaces pinned by the killed staticlet
 		os.RemoveAll(dir)
 	})

@@ -125,7 +125,7 @@ func newEnv(t *testing.T) *env {
 // waits until it is gone. A pid of 0 is none; so is a process that is no
 // longer that daemon (it exited, idle, since it was found, and its PID
 // went to another).
-func stopLogDaemon(t *testing.T, pid int, dir string) {
+func stopLogDaemon(t testing.TB, pid int, dir string) {
 	t.Helper()
 	if pid == 0 || !slices.Contains(cmdline(pid), dir) {
 		return

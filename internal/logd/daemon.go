@@ -164,9 +164,12 @@ func (d *daemon) idleWatch(ctx context.Context, cancel func()) {
 		if !idle {
 			continue
 		}
+		// A directory removed since is no staticlet's any more.
 		f, free, err := tryLock(filepath.Join(d.dir, agentLockName), unix.LOCK_EX)
-		if err == nil && free {
-			f.Close()
+		if err == nil && free || errors.Is(err, os.ErrNotExist) {
+			if f != nil {
+				f.Close()
+			}
 			cancel()
 			return
 		}

@@ -366,3 +366,26 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestIdleExitDirectoryGone: a daemon whose directory was removed exits
+// once idle, with no agent lock left to ask.
+func TestIdleExitDirectoryGone(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), h.dir, Config{Idle: 100 * time.Millisecond}) }()
+	waitFor(t, "the daemon to listen", func() (bool, string) {
+		_, err := os.Stat(SocketPath(h.dir))
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := os.RemoveAll(h.dir); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a daemon whose directory is gone did not exit")
+	}
+}
