@@ -125,7 +125,10 @@ type fakeRuntime struct {
 	missing  map[string]bool
 	pullErr  map[string]error
 	pullGate chan struct{}
-	sweeps   int // SweepOrphans calls
+	// sandboxStopGate, when not nil, holds every stop of a running
+	// sandbox until it is closed.
+	sandboxStopGate chan struct{}
+	sweeps          int // SweepOrphans calls
 	// resumeErr, when set, makes ResumeContainer fail.
 	resumeErr error
 }
@@ -347,6 +350,16 @@ func (f *fakeRuntime) setImage(image string, present bool, pullErr error) {
 
 func (f *fakeRuntime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
+	if r, ok := f.recs[id]; ok && r.Kind == pod.KindSandbox && r.State == pod.TaskRunning && f.sandboxStopGate != nil {
+		gate := f.sandboxStopGate
+		f.mu.Unlock()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	r, ok := f.recs[id]
 	c := call{op: "stop", id: id, grace: grace}

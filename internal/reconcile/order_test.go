@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -85,6 +86,36 @@ func TestRemoveInReverseReadyOrder(t *testing.T) {
 		if got := h.stopOrder(m); !slices.Equal(got, []string{"c", "b", "a"}) {
 			t.Errorf("stopped %q, want c, b, a: the reverse of the order they became Ready", got)
 		}
+	})
+}
+
+// TestRemoveOrderWaitsForProcessesOnly: a pod that stops after another
+// begins once that one's containers ended, not once its sandbox is gone:
+// with every sandbox's stop held, the three pods' containers still stop,
+// in the reverse of the order they became Ready.
+func TestRemoveOrderWaitsForProcessesOnly(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		a := shutdownPod(t, "a", "", 5, false)
+		b := shutdownPod(t, "b", "", 5, false)
+		c := shutdownPod(t, "c", "", 5, false)
+		h := newHarness(t, Config{})
+		h.set(a)
+		h.set(a, b)
+		h.set(a, b, c)
+		m := h.mark()
+		gate := make(chan struct{})
+		h.rt.mu.Lock()
+		h.rt.sandboxStopGate = gate
+		h.rt.mu.Unlock()
+		h.set()
+		synctest.Wait()
+		if got := h.stopOrder(m); !slices.Equal(got, []string{"c", "b", "a"}) {
+			t.Errorf("containers stopped while the sandboxes' stops are held: %q, want c, b, a", got)
+		}
+		close(gate)
+		h.waitFor(time.Minute, "every pod gone", func() bool {
+			return len(h.rt.records(a.Key())) == 0 && len(h.rt.records(b.Key())) == 0 && len(h.rt.records(c.Key())) == 0
+		})
 	})
 }
 

@@ -232,6 +232,10 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 				w.box.send(fileMsg{ch})
 			}
 		case n := <-l.readyCh:
+			if n.ended {
+				l.noteEnded(n.key)
+				continue
+			}
 			l.noteReady(n.key, n.ready)
 		case w := <-l.done:
 			l.gone(w)
@@ -261,10 +265,13 @@ type loop struct {
 	workers map[pod.Key]*worker
 	// pods holds the pods as last desired, those being removed included.
 	pods    map[pod.Key]*pod.Pod
-	done    chan *worker     // workers whose goroutines returned
-	readyCh chan readyNote   // pods whose readiness changed
-	book    *readyBook       // when each pod became Ready
-	held    map[pod.Key]hold // removals waiting for pods that stop first
+	done    chan *worker   // workers whose goroutines returned
+	readyCh chan readyNote // pods whose readiness changed, or processes ended
+	// ended holds the pods being removed whose processes ended: for the
+	// pods that stop after them, as good as gone.
+	ended map[pod.Key]bool
+	book  *readyBook       // when each pod became Ready
+	held  map[pod.Key]hold // removals waiting for pods that stop first
 	// removing holds the pods whose workers were told to remove them.
 	removing map[pod.Key]bool
 	holds    *time.Timer // fires when the first hold runs out
@@ -275,15 +282,17 @@ type loop struct {
 	sweeping chan struct{} // holds a token while a sweep runs
 }
 
-// readyNote tells the loop a pod's readiness changed.
+// readyNote tells the loop a pod's readiness changed, or, with ended, that
+// the processes of a pod being removed ended.
 type readyNote struct {
 	key   pod.Key
 	ready bool
+	ended bool
 }
 
 func newLoop(ctx context.Context, r *Reconciler) *loop {
 	l := &loop{r: r, ctx: ctx, workers: map[pod.Key]*worker{}, pods: map[pod.Key]*pod.Pod{}, done: make(chan *worker),
-		readyCh: make(chan readyNote), book: newReadyBook(), held: map[pod.Key]hold{}, removing: map[pod.Key]bool{}, holds: time.NewTimer(time.Hour),
+		readyCh: make(chan readyNote), ended: map[pod.Key]bool{}, book: newReadyBook(), held: map[pod.Key]hold{}, removing: map[pod.Key]bool{}, holds: time.NewTimer(time.Hour),
 		sweeping: make(chan struct{}, 1)}
 	l.holds.Stop()
 	l.wantUIDs.Store(&map[string]bool{})
@@ -300,10 +309,17 @@ func (l *loop) start(key pod.Key, p *pod.Pod) {
 	}
 	w.notify = func(ready bool) {
 		select {
-		case l.readyCh <- readyNote{key, ready}:
+		case l.readyCh <- readyNote{key: key, ready: ready}:
 		case <-l.ctx.Done():
 		}
 	}
+	w.ended = func() {
+		select {
+		case l.readyCh <- readyNote{key: key, ended: true}:
+		case <-l.ctx.Done():
+		}
+	}
+	delete(l.ended, key)
 	if l.halted {
 		// Started while the node is shut down: it starts nothing.
 		w.order = carriedOut()
@@ -406,7 +422,10 @@ func (l *loop) release() {
 	now := time.Now()
 	var next time.Time
 	for key, h := range l.held {
-		left := slices.DeleteFunc(slices.Clone(h.before), func(k pod.Key) bool { _, ok := l.workers[k]; return !ok })
+		left := slices.DeleteFunc(slices.Clone(h.before), func(k pod.Key) bool {
+			_, ok := l.workers[k]
+			return !ok || l.removing[k] && l.ended[k]
+		})
 		if len(left) == 0 || !now.Before(h.until) {
 			if len(left) > 0 {
 				l.r.cfg.Logger.Warn("pods that stop first are not gone in time; stopping anyway", "pod", key.String(), "waiting for", fmt.Sprint(left))
@@ -425,6 +444,15 @@ func (l *loop) release() {
 	}
 }
 
+// noteEnded records that the processes of pod key, being removed, ended,
+// and releases the pods that waited for that.
+func (l *loop) noteEnded(key pod.Key) {
+	if l.removing[key] {
+		l.ended[key] = true
+		l.release()
+	}
+}
+
 // gone forgets a worker whose goroutine returned, its pod removed.
 func (l *loop) gone(w *worker) {
 	if l.workers[w.key] != w {
@@ -433,6 +461,7 @@ func (l *loop) gone(w *worker) {
 	delete(l.workers, w.key)
 	delete(l.pods, w.key)
 	delete(l.removing, w.key)
+	delete(l.ended, w.key)
 	if l.book.ready[w.key] {
 		l.noteReady(w.key, false)
 	}

@@ -27,6 +27,9 @@ type worker struct {
 	box    *mailbox
 	// notify tells the loop the pod's readiness changed.
 	notify func(ready bool)
+	// ended tells the loop that the processes of the pod being removed
+	// ended: the pods that stop after it may begin, its clean-up going on.
+	ended func()
 
 	// order is the node shutdown order to obey, nil when none is.
 	order *haltOrder
@@ -47,6 +50,7 @@ func newWorker(key pod.Key, cfg *Config) *worker {
 		files:  cfg.Watcher,
 		now:    cfg.Now,
 		notify: func(bool) {},
+		ended:  func() {},
 		log:    cfg.Logger.With("pod", key.String()),
 		box:    newMailbox(),
 	}
@@ -311,7 +315,12 @@ func (w *worker) stopGroup(ctx context.Context, g stopGroup) stopped {
 	var errs []error
 	// App containers first, then init containers (sidecars, which serve
 	// the app until it is gone), then the sandboxes, each tier in parallel.
+	// Before the sandboxes, a pod being removed tells that its processes
+	// ended: the pods that stop after it need not wait for its clean-up.
 	for _, kind := range []pod.ContainerKind{pod.KindApp, pod.KindInit, pod.KindSandbox} {
+		if kind == pod.KindSandbox && g.remove && len(errs) == 0 {
+			w.ended()
+		}
 		var wg sync.WaitGroup
 		for _, s := range g.stops {
 			if s.rec.Kind != kind {
