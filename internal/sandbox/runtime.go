@@ -22,6 +22,7 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -61,6 +62,9 @@ const (
 	// time: one that has it, no task and no recorded exit may have run,
 	// and is not started again.
 	LabelStarting = labelPrefix + "starting"
+	// LabelShimGroup is on a sandbox of a shared shim: the group, which
+	// its pod's containers join, counted to cap a group's pods.
+	LabelShimGroup = labelPrefix + "shim.group"
 	// LabelPinned is "true" on a sandbox whose namespaces are pinned
 	// under the root dir, apart from its pause process (pod.Record.Pinned).
 	LabelPinned = labelPrefix + "sandbox.pinned"
@@ -175,6 +179,9 @@ type Runtime struct {
 	messages messageCache
 	// listings shares the container listings of pods listed at once.
 	listings listBatcher
+	// groups is held while a sandbox's shim group is chosen and the
+	// sandbox made (podShimGroup).
+	groups sync.Mutex
 	// network is the pod network; nil without one.
 	network *podNetwork
 	// shims remembers the shims SweepShims found serving no task.

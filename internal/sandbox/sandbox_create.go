@@ -77,16 +77,23 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		Namespaces:  r.namespacePaths(id, p),
 		Resources:   r.resources,
 	})
-	group, err := r.podShimGroup(ctx, p, id)
-	if err != nil {
-		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
-	}
-	s.Annotations = map[string]string{shimGroup: group}
 	labels := podLabels(p, pod.KindSandbox)
 	labels[LabelHash] = p.SandboxHash
 	labels[LabelPinned] = "true"
 	if len(ips) > 0 {
 		labels[LabelPodIPs] = joinIPs(ips)
+	}
+	// The shim group is chosen, and the sandbox that counts in it made,
+	// one sandbox at a time (shimGroupPods).
+	r.groups.Lock()
+	defer r.groups.Unlock()
+	group, err := r.podShimGroup(ctx, p, id)
+	if err != nil {
+		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
+	}
+	s.Annotations = map[string]string{shimGroup: group}
+	if group != id {
+		labels[LabelShimGroup] = group
 	}
 
 	lctx, release, err := r.withLease(ctx, "sandbox")

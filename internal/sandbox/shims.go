@@ -30,9 +30,12 @@ import (
 //     or above, the control plane) has a shim of its own, keyed by its
 //     sandbox's ID, as every pod had before: nothing another pod does to
 //     a shim reaches it.
-//   - Every other pod shares the shim of its QoS class, one per class
-//     and containerd release: at most three shims for any number of
-//     ordinary pods, where one per pod cost a shim per pod.
+//   - Every other pod shares a shim of its QoS class and containerd
+//     release, with at most shimGroupPods pods in each: one shim for up
+//     to 16 ordinary pods of a class, where one per pod cost a shim per
+//     pod. The cap keeps a shim's queue short: it creates one task at a
+//     time (below), and 100 pods started at once in one shim waited for
+//     each other past containerd's call deadlines.
 //
 // What sharing risks: a shim that dies (a crash, a kill, the OOM killer,
 // though the shim takes containerd's OOM score, plus one) takes every task
@@ -96,7 +99,14 @@ func releaseKey(v client.Version) string {
 	}, v.Version+"-"+v.Revision)
 }
 
-// podShimGroup is the shim group of p's new sandbox id.
+// shimGroupPods is the most pods a shared shim serves.
+const shimGroupPods = 16
+
+// podShimGroup is the shim group of p's new sandbox id: for an ordinary
+// pod, the first of its class's shared groups (the class's key, then that
+// key with -1, -2...) that has fewer than shimGroupPods sandboxes, as the
+// sandboxes' LabelShimGroup tell. The caller holds r.groups until the
+// sandbox is made, so that two sandboxes do not take the last place.
 func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (string, error) {
 	if pod.Critical(&p.Spec) {
 		return id, nil
@@ -107,7 +117,30 @@ func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (stri
 	if err != nil {
 		return "", fmt.Errorf("asking containerd for its version: %w", err)
 	}
-	return shimGroupOf(p, id, releaseKey(v)), nil
+	base := shimGroupOf(p, id, releaseKey(v))
+	cs, err := r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelShimGroup))
+	if err != nil {
+		return "", fmt.Errorf("counting the pods of shim group %s: %w", base, err)
+	}
+	count := map[string]int{}
+	for _, c := range cs {
+		count[c.Labels[LabelShimGroup]]++
+	}
+	return firstRoom(base, count, shimGroupPods), nil
+}
+
+// firstRoom is the first of base, base-1, base-2... that count says has
+// fewer than limit members.
+func firstRoom(base string, count map[string]int, limit int) string {
+	for n := 0; ; n++ {
+		g := base
+		if n > 0 {
+			g = fmt.Sprintf("%s-%d", base, n)
+		}
+		if count[g] < limit {
+			return g
+		}
+	}
 }
 
 // sandboxShimGroup is the shim group of the sandbox id, which its pod's

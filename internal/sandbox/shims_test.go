@@ -284,3 +284,25 @@ func TestShimGone(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstRoom: a sandbox goes to the first of its class's groups with
+// room, a full one passed over, one that emptied taken again.
+func TestFirstRoom(t *testing.T) {
+	tests := []struct {
+		count map[string]int
+		want  string
+	}{
+		{nil, "g"},
+		{map[string]int{"g": 15}, "g"},
+		{map[string]int{"g": 16}, "g-1"},
+		{map[string]int{"g": 16, "g-1": 16, "g-2": 3}, "g-2"},
+		{map[string]int{"g": 2, "g-1": 16}, "g"},
+		{map[string]int{"g": 16, "g-2": 16}, "g-1"},
+		{map[string]int{"other": 40}, "g"},
+	}
+	for _, tt := range tests {
+		if got := firstRoom("g", tt.count, 16); got != tt.want {
+			t.Errorf("firstRoom(g, %v) = %q, want %q", tt.count, got, tt.want)
+		}
+	}
+}
