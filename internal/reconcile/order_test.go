@@ -69,20 +69,36 @@ func (h *harness) stopOrder(mark int) []string {
 	return out
 }
 
+// readyABC runs pods a, b and c, made Ready in that order.
+func readyABC(t *testing.T) (*harness, []*pod.Pod) {
+	t.Helper()
+	a := shutdownPod(t, "a", "", 5, false)
+	b := shutdownPod(t, "b", "", 5, false)
+	c := shutdownPod(t, "c", "", 5, false)
+	h := newHarness(t, Config{})
+	h.set(a)
+	h.set(a, b)
+	h.set(a, b, c)
+	return h, []*pod.Pod{a, b, c}
+}
+
+// waitAllGone waits until nothing of pods is left.
+func (h *harness) waitAllGone(pods []*pod.Pod) {
+	h.t.Helper()
+	h.waitFor(time.Minute, "every pod gone", func() bool {
+		return !slices.ContainsFunc(pods, func(p *pod.Pod) bool { return len(h.rt.records(p.Key())) > 0 })
+	})
+}
+
 // TestRemoveInReverseReadyOrder: pods removed together stop in the
-// reverse of the order they became Ready, each once the one before is gone.
+// reverse of the order they became Ready, each once the containers of the
+// one before ended.
 func TestRemoveInReverseReadyOrder(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		a := shutdownPod(t, "a", "", 5, false)
-		b := shutdownPod(t, "b", "", 5, false)
-		c := shutdownPod(t, "c", "", 5, false)
-		h := newHarness(t, Config{})
-		h.set(a)
-		h.set(a, b)
-		h.set(a, b, c)
+		h, pods := readyABC(t)
 		m := h.mark()
 		h.set()
-		h.waitFor(time.Minute, "every pod gone", func() bool { return len(h.rt.records(a.Key())) == 0 && len(h.rt.records(c.Key())) == 0 })
+		h.waitAllGone(pods)
 		if got := h.stopOrder(m); !slices.Equal(got, []string{"c", "b", "a"}) {
 			t.Errorf("stopped %q, want c, b, a: the reverse of the order they became Ready", got)
 		}
@@ -95,13 +111,7 @@ func TestRemoveInReverseReadyOrder(t *testing.T) {
 // in the reverse of the order they became Ready.
 func TestRemoveOrderWaitsForProcessesOnly(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		a := shutdownPod(t, "a", "", 5, false)
-		b := shutdownPod(t, "b", "", 5, false)
-		c := shutdownPod(t, "c", "", 5, false)
-		h := newHarness(t, Config{})
-		h.set(a)
-		h.set(a, b)
-		h.set(a, b, c)
+		h, pods := readyABC(t)
 		m := h.mark()
 		gate := make(chan struct{})
 		h.rt.mu.Lock()
@@ -113,9 +123,7 @@ func TestRemoveOrderWaitsForProcessesOnly(t *testing.T) {
 			t.Errorf("containers stopped while the sandboxes' stops are held: %q, want c, b, a", got)
 		}
 		close(gate)
-		h.waitFor(time.Minute, "every pod gone", func() bool {
-			return len(h.rt.records(a.Key())) == 0 && len(h.rt.records(b.Key())) == 0 && len(h.rt.records(c.Key())) == 0
-		})
+		h.waitAllGone(pods)
 	})
 }
 
