@@ -68,6 +68,11 @@ type Record struct {
 	// joined them by path, and the pause can be started again in place
 	// without them. Unset on sandboxes made before staticlet pinned them.
 	Pinned bool
+	// NoPause is set on a sandbox made without a pause process, its pod's
+	// containers sharing no PID namespace: it is up while its namespaces
+	// stay pinned, from the node's boot it was made in. It has no task to
+	// start, and one that is down is re-created, never started again.
+	NoPause bool
 }
 
 // ContainerRequest asks the runtime to create and start one container of a

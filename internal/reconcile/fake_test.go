@@ -117,9 +117,12 @@ type fakeRuntime struct {
 	// pinned namespaces.
 	sbStartErr error
 	unpinned   bool
-	filesErrs  int                 // RemovePodFiles fails this many more times
-	hooks      map[string]fakeHook // how RunHook behaves, by "<hook> <container name>"
-	problems   []string
+	// noPause makes the sandboxes of pods not sharing a PID namespace as
+	// the runtime does: without a pause process, up once made.
+	noPause   bool
+	filesErrs int                 // RemovePodFiles fails this many more times
+	hooks     map[string]fakeHook // how RunHook behaves, by "<hook> <container name>"
+	problems  []string
 	// Images: all are present but those in missing; a pull of an image in
 	// pullErr fails, and every pull waits for pullGate when it is not nil.
 	missing  map[string]bool
@@ -214,6 +217,9 @@ func (f *fakeRuntime) CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record
 		ID: id, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash,
 		State: pod.TaskCreated, CreatedAt: f.created(), StartedAt: time.Now(), Pinned: !f.unpinned,
 	}
+	if f.noPause && !sharesPID(p) {
+		rec.State, rec.NoPause = pod.TaskRunning, true
+	}
 	f.recs[rec.ID] = &rec
 	f.order[rec.ID] = f.seq
 	f.log.add(call{op: "create", pod: p.Key(), id: rec.ID})
@@ -228,6 +234,10 @@ func (f *fakeRuntime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Reco
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.recs[sb.ID]
+	if ok && r.NoPause {
+		f.problems = append(f.problems, fmt.Sprintf("sandbox %s, without a pause process, started", sb.ID))
+		return *r, nil
+	}
 	if !ok || (r.State != pod.TaskCreated && !(r.State == pod.TaskExited && r.Pinned)) {
 		f.problems = append(f.problems, fmt.Sprintf("sandbox %s started when not freshly created nor pinned and exited", sb.ID))
 		return sb, fmt.Errorf("sandbox %s cannot start", sb.ID)
@@ -477,6 +487,25 @@ func (f *fakeRuntime) exit(t *testing.T, id string, code int32) {
 		t.Fatalf("exit(%s): no such running container", id)
 	}
 	f.exitLocked(r, code)
+}
+
+// reboot is the node restarting under sandbox id, which has no pause
+// process: it is gone, and so is every process of its pod, lost (137,
+// told of by no exit event, as containerd finds no task after a reboot).
+func (f *fakeRuntime) reboot(t *testing.T, id string) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.recs[id]
+	if !ok || !sb.NoPause {
+		t.Fatalf("reboot(%s): no such sandbox without a pause process", id)
+	}
+	sb.State, sb.Pinned, sb.Message = pod.TaskExited, false, "the node restarted since the sandbox was made"
+	for _, r := range f.recs {
+		if r.SandboxID == id && r.State == pod.TaskRunning {
+			r.State, r.ExitCode, r.Lost, r.FinishedAt, r.Pid = pod.TaskExited, 137, true, time.Now(), 0
+		}
+	}
 }
 
 // oomKill has the kernel's OOM killer kill the process of container id:

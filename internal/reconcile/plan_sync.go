@@ -101,10 +101,12 @@ func (c *podCore) syncListed(p *pod.Pod, v view) []action {
 }
 
 // syncCreate creates the pod's sandbox when it has none to keep. The pause
-// of a pod whose containers share its PID namespace starts at once; any
-// other starts after the containers, which join the pod's pinned
-// namespaces by path: the app runs sooner, and two runc starts do not
-// compete for the CPU.
+// of a pod whose containers share its PID namespace starts at once; a
+// sandbox made with a pause otherwise (by an earlier build, or a runtime
+// that makes one) starts it after the containers, which join the pod's
+// pinned namespaces by path: the app runs sooner, and two runc starts do
+// not compete for the CPU. A sandbox without a pause process is up once
+// made.
 func (c *podCore) syncCreate(out []action, s *syncPass) []action {
 	if s.ok {
 		return c.syncContainers(out, s)
@@ -133,6 +135,10 @@ func (c *podCore) create(out []action, s *syncPass) []action {
 		}
 		s.sb, s.v = m.rec, newView([]pod.Record{m.rec})
 		c.sb.termSent = false
+		if m.rec.NoPause {
+			c.sb.down = waitingState{}
+			return c.syncContainers(nil, s)
+		}
 		if !sharesPID(p) {
 			s.startLater = true
 			return c.syncContainers(nil, s)

@@ -17,7 +17,8 @@ import (
 // namespaces holds them itself: the pod is re-created, as the kubelet
 // does. Either way the retries back off as a crashing container's
 // restarts do, so a pause that cannot run costs a try every few minutes,
-// not a loop.
+// not a loop. A sandbox without a pause process (pod.Record.NoPause) goes
+// down only with its pinned namespaces, a reboot say, and is re-created.
 
 // sandboxStep is what a pod's sandbox needs next.
 type sandboxStep int
@@ -85,7 +86,12 @@ func (c *podCore) decideSandbox(out []action, p *pod.Pod, v view, sb pod.Record,
 	}
 	terminal := exists && c.terminal(p, v, sb.ID)
 	d := decideSandbox(sb, exists, terminal, sharesPID(p), c.backoff, &c.sb.retry, c.now)
-	if d.exited {
+	if d.exited && sb.NoPause {
+		// No process exited: what the sandbox stood for is gone.
+		msg := fmt.Sprintf("Pod sandbox %s is gone: %s; the pod will be re-created", shortID(sb.ID), sb.Message)
+		out = append(out, c.event(c.now, "", pod.EventWarning, "SandboxGone", msg))
+		c.sb.down = waitingState{reason: "SandboxGone", message: msg}
+	} else if d.exited {
 		next := "the pod will be re-created"
 		if inPlace(p, sb) {
 			next = "it will be started again; the pod's containers keep running"

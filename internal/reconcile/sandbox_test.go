@@ -258,3 +258,61 @@ func TestRunSandboxSharedPIDBacksOff(t *testing.T) {
 		}
 	})
 }
+
+// TestRunSandboxWithoutPause: a sandbox the runtime makes without a pause
+// process is up once made: the pod's containers start in it, nothing
+// starts it, and its status says it is ready. When it is gone (the node
+// restarted, taking the pod's processes), the pod is re-created in a new
+// one, as a dead sandbox whose namespaces are not pinned is, and again no
+// pause is started. A pod sharing its PID namespace still gets one.
+func TestRunSandboxWithoutPause(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{apps: []string{"a", "b"}})
+		shared := mkPod(t, podSpec{name: "shared", apps: []string{"c"}, sharePID: true})
+		h := newHarness(t, Config{})
+		h.rt.mu.Lock()
+		h.rt.noPause = true
+		h.rt.mu.Unlock()
+		m := h.mark()
+		h.set(p, shared)
+		sb := h.rt.newest(t, p.Key(), "")
+		if !sb.NoPause || sb.State != pod.TaskRunning {
+			t.Fatalf("sandbox = %+v, want one without a pause process, running", sb)
+		}
+		if got := h.since(m, "sbstart"); len(got) != 1 || got[0].pod != shared.Key() {
+			t.Errorf("sandbox starts = %v, want only the shared-PID pod's", got)
+		}
+		st := h.status(p)
+		if st.Status.Phase != v1.PodRunning || readyToStart(t, st).Status != v1.ConditionTrue {
+			t.Errorf("phase %s, PodReadyToStartContainers %s; want Running, True", st.Status.Phase, readyToStart(t, st).Status)
+		}
+
+		m = h.mark()
+		h.rt.reboot(t, sb.ID)
+		h.sleep(time.Minute) // a resync finds it
+		if ev := h.rep.eventsWith("SandboxChanged"); len(ev) != 1 {
+			t.Errorf("SandboxChanged events = %v, want 1", ev)
+		}
+		if ev := h.rep.eventsWith("SandboxExited"); len(ev) != 0 {
+			t.Errorf("SandboxExited events = %v, want none: no pause process exited", ev)
+		}
+		if ev := h.rep.eventsWith("SandboxGone"); len(ev) != 1 || !strings.Contains(ev[0].Message, "the node restarted") {
+			t.Errorf("SandboxGone events = %v, want 1 telling why", ev)
+		}
+		now := h.rt.newest(t, p.Key(), "")
+		if now.ID == sb.ID || !now.NoPause || now.State != pod.TaskRunning {
+			t.Errorf("sandbox after the reboot = %+v, want a new one without a pause process, running", now)
+		}
+		if got := h.ops(m, "sbstart"); len(got) != 0 {
+			t.Errorf("sandbox starts = %v, want none", got)
+		}
+		starts := h.ops(m, "start")
+		slices.Sort(starts)
+		if want := []string{"start app a#1", "start app b#1"}; !slices.Equal(starts, want) {
+			t.Errorf("starts after the reboot = %v, want %v", starts, want)
+		}
+		if st := h.status(p); st.Status.Phase != v1.PodRunning || readyToStart(t, st).Status != v1.ConditionTrue {
+			t.Errorf("phase %s, PodReadyToStartContainers %s; want Running, True", st.Status.Phase, readyToStart(t, st).Status)
+		}
+	})
+}

@@ -112,14 +112,19 @@ spec:
 	// namespaces, and each has its own PID and mount namespaces.
 	for _, c := range []pod.Record{a, b} {
 		for _, ns := range []string{"net", "ipc", "uts"} {
-			if got, want := nsLink(t, c.Pid, ns), nsLink(t, sb.Pid, ns); got != want {
+			if got, want := nsLink(t, c.Pid, ns), h.podNS(sb, ns); got != want {
 				t.Errorf("container %s in %s, want the sandbox's %s", c.Name, got, want)
 			}
 		}
 		for _, ns := range []string{"pid", "mnt"} {
-			if got, sbs := nsLink(t, c.Pid, ns), nsLink(t, sb.Pid, ns); got == sbs {
-				t.Errorf("container %s in the sandbox's %s, want its own", c.Name, got)
+			if got, host := nsLink(t, c.Pid, ns), nsLink(t, "self", ns); got == host {
+				t.Errorf("container %s in the host's %s, want its own", c.Name, got)
 			}
+		}
+	}
+	for _, ns := range []string{"pid", "mnt"} {
+		if nsLink(t, a.Pid, ns) == nsLink(t, b.Pid, ns) {
+			t.Errorf("containers a and b share %s, want one each", ns)
 		}
 	}
 
@@ -150,7 +155,7 @@ spec:
 	imageID := h.image.Name() + "@" + h.image.Target().Digest.String()
 	want := map[string]pod.Record{
 		sb.ID: {ID: sb.ID, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindSandbox, Hash: p.SandboxHash, Pinned: true,
-			State: pod.TaskRunning, Pid: sb.Pid},
+			State: pod.TaskRunning, NoPause: true},
 		a.ID: {ID: a.ID, Pod: p.Key(), PodUID: string(p.UID), Kind: pod.KindApp, Name: "a",
 			Hash: pod.ContainerHash(&p.Spec.Containers[0]), Attempt: 2, SandboxID: sb.ID,
 			Image: "localhost/busybox:test", ImageID: imageID, State: pod.TaskRunning, Pid: a.Pid},
@@ -200,9 +205,9 @@ func checkRecord(t *testing.T, from string, got, want pod.Record) {
 	}
 }
 
-// TestStartContainerBeforeSandbox: containers may start while the sandbox
-// is only created: they join the pinned namespaces, which the pause process
-// then joins too.
+// TestStartContainerBeforeSandbox: containers may start while a sandbox
+// with a pause process (an earlier build's) is only created: they join the
+// pinned namespaces, which the pause process then joins too.
 func TestStartContainerBeforeSandbox(t *testing.T) {
 	h := newHarness(t)
 	p := h.decode("/m/early.yaml", fmt.Sprintf(`apiVersion: v1
@@ -215,7 +220,7 @@ spec:
     image: localhost/busybox:test
     command: [/bin/sh, -c, %q]
 `, idleScript))
-	created := h.createSandbox(p)
+	created := h.pauseCreated(p)
 	c := h.start(p, created, "c", 0)
 	sb := h.startSandbox(created)
 	for _, ns := range []string{"net", "ipc", "uts"} {
@@ -337,8 +342,8 @@ spec:
 	if err != nil {
 		t.Fatalf("listing tasks: %v", err)
 	}
-	if len(tasks.Tasks) != 1 || tasks.Tasks[0].ID != sb.ID {
-		t.Errorf("tasks after the failure: %+v, want only the sandbox's", tasks.Tasks)
+	if len(tasks.Tasks) != 0 {
+		t.Errorf("tasks after the failure: %+v, want none (the sandbox has no pause process)", tasks.Tasks)
 	}
 }
 

@@ -61,7 +61,7 @@ spec:
     image: localhost/busybox:test
     command: [/bin/sh, -c, "exit 0"]
 `, idleScript, trappedFile))
-	sb := h.sandbox(p)
+	sb := h.pauseSandbox(p) // an earlier build's: its pause is stopped below
 
 	t.Run("exits on TERM within grace", func(t *testing.T) {
 		h := *h
@@ -260,6 +260,7 @@ kind: Pod
 metadata:
   name: quick%d
 spec:
+  shareProcessNamespace: true
   containers:
   - name: c
     image: localhost/busybox:test

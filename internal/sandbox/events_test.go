@@ -54,7 +54,7 @@ spec:
     image: localhost/busybox:test
     command: [/bin/sh, -c, 'sleep 1; exit 3']
 `)
-	sb := h.sandbox(p)
+	sb := h.pauseSandbox(p) // an earlier build's: its pause's exit is told below
 	// Exits subscribes in a few milliseconds; the container lives a second,
 	// so its exit comes after the subscription.
 	exits := h.runExits()

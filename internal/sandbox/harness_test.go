@@ -19,6 +19,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/ctrdtest"
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/netns"
 	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/testimage"
 )
@@ -200,6 +201,47 @@ func (h *harness) createSandbox(p *pod.Pod) pod.Record {
 	}
 	h.removeAtEnd(rec.ID)
 	return rec
+}
+
+// pauseSandbox creates and starts a sandbox of p with a pause process, as
+// earlier builds made every sandbox, whether p shares its PID namespace
+// or not, and removes it when the test ends.
+func (h *harness) pauseSandbox(p *pod.Pod) pod.Record {
+	h.t.Helper()
+	sb := h.startSandbox(h.pauseCreated(p))
+	if sb.Pid == 0 {
+		h.t.Fatalf("sandbox %s started with no pause process", sb.ID)
+	}
+	return sb
+}
+
+// pauseCreated creates a sandbox of p with a pause process, not started,
+// as pauseSandbox does, and removes it when the test ends.
+func (h *harness) pauseCreated(p *pod.Pod) pod.Record {
+	h.t.Helper()
+	sb := h.createSandbox(p)
+	if sb.NoPause {
+		c, err := h.client.LoadContainer(h.nsCtx(), sb.ID)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		// An empty value removes a label.
+		if _, err := c.SetLabels(h.nsCtx(), map[string]string{LabelPause: "", LabelBoot: "", LabelPins: ""}); err != nil {
+			h.t.Fatal(err)
+		}
+		sb.NoPause, sb.State = false, pod.TaskCreated
+	}
+	return sb
+}
+
+// podNS is namespace ns (net, ipc or uts) of the pod of sandbox sb, in
+// the form of nsLink: its pause process's, or, with none, its pin's.
+func (h *harness) podNS(sb pod.Record, ns string) string {
+	h.t.Helper()
+	if sb.Pid != 0 {
+		return nsLink(h.t, sb.Pid, ns)
+	}
+	return pinInode(h.t, h.rt.sandboxDir(sb.ID), netns.Kind(ns))
 }
 
 // startSandbox starts a sandbox createSandbox made.

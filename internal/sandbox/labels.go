@@ -68,6 +68,11 @@ func recordFromLabels(id string, labels map[string]string, created time.Time) po
 		}
 	}
 	rec.OOMKilled = labels[LabelOOMKilled] == "true"
+	// A sandbox without a pause process is up from its creation; record
+	// tells when it is gone (sandboxGone).
+	if rec.Kind == pod.KindSandbox && labels[LabelPause] == pauseNone {
+		rec.NoPause, rec.State = true, pod.TaskRunning
+	}
 	return rec
 }
 

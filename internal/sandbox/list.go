@@ -32,6 +32,10 @@ func (r *Runtime) PodContainers(ctx context.Context, key pod.Key) ([]pod.Record,
 		if c.Labels[LabelPodNamespace] != key.Namespace || c.Labels[LabelPodName] != key.Name {
 			continue
 		}
+		if c.Labels[LabelPause] == pauseNone {
+			out = append(out, r.record(ctx, c, nil)) // no task to ask for
+			continue
+		}
 		c, t, err := r.containerTask(ctx, c)
 		if errdefs.IsNotFound(err) {
 			continue // removed since the listing
@@ -140,9 +144,16 @@ func (r *Runtime) listAll(ctx context.Context) ([]pod.Record, error) {
 
 // record is what container c and its task t (nil when it has none) say
 // of it, with what the files it left add: an OOM kill, a termination
-// message, a pause process's last words.
+// message, a pause process's last words. A sandbox without a pause
+// process has no task: it is what its labels and pins say.
 func (r *Runtime) record(ctx context.Context, c containers.Container, t *task.Process) pod.Record {
 	rec := recordFromLabels(c.ID, c.Labels, c.CreatedAt)
+	if rec.NoPause {
+		if why := r.sandboxGone(c.ID, c.Labels); why != "" {
+			rec.State, rec.Pinned, rec.Message = pod.TaskExited, false, why
+		}
+		return rec
+	}
 	applyTask(&rec, t)
 	live := t != nil
 	if !live {

@@ -66,9 +66,11 @@ func TestSweepShims(t *testing.T) {
 	t.Cleanup(func() { rt.Close() })
 	var kept []uint32
 	critical := h.decode("/m/critical.yaml", podManifest("  priorityClassName: system-node-critical\n"))
-	kept = append(kept, h.sandbox(critical).Pid)
+	// Sandboxes with pause processes, as earlier builds made: each is a
+	// task that keeps its shim.
+	kept = append(kept, h.pauseSandbox(critical).Pid)
 	for i, name := range []string{"first", "second"} {
-		sb := h.sandbox(h.decode("/m/"+name+".yaml", podManifest("")))
+		sb := h.pauseSandbox(h.decode("/m/"+name+".yaml", podManifest("")))
 		if i == 0 {
 			if err := h.rt.RemoveContainer(h.ctx(), sb.ID); err != nil {
 				t.Fatalf("RemoveContainer(%s): %v", sb.ID, err)

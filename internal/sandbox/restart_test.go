@@ -45,7 +45,7 @@ spec:
 		t.Fatalf("PodContainers(%s) after the restart: %v", p.Key(), err)
 	}
 	for _, r := range recs {
-		if r.State != pod.TaskRunning || r.Pid == 0 {
+		if r.State != pod.TaskRunning || (r.Pid == 0) != r.NoPause {
 			t.Errorf("after the restart, container %s = %+v, want running", r.ID, r)
 		}
 	}

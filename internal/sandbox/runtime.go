@@ -68,6 +68,16 @@ const (
 	// LabelPinned is "true" on a sandbox whose namespaces are pinned
 	// under the root dir, apart from its pause process (pod.Record.Pinned).
 	LabelPinned = labelPrefix + "sandbox.pinned"
+	// LabelPause is "none" on a sandbox that has no pause process
+	// (pod.Record.NoPause): nothing of its pod needs one.
+	LabelPause = labelPrefix + "sandbox.pause"
+	// LabelBoot is on a sandbox without a pause process: the boot of the
+	// node it was made in (the kernel's boot_id). Its pinned namespaces
+	// and its cgroup did not outlive that boot.
+	LabelBoot = labelPrefix + "sandbox.boot"
+	// LabelPins is on a sandbox without a pause process: the namespaces
+	// pinned for it (netns kinds, comma-separated; empty for none).
+	LabelPins = labelPrefix + "sandbox.pins"
 )
 
 // runcRuntime is the containerd runtime shim staticlet uses.
@@ -189,6 +199,8 @@ type Runtime struct {
 	// pauseEnv is the pause process's environment beyond PATH: where a
 	// dynamically linked pause program finds its libraries in its root.
 	pauseEnv []string
+	// boot is the kernel's ID of the node's current boot.
+	boot string
 }
 
 // New connects to containerd and prepares the pause root. It starts nothing.
@@ -231,6 +243,10 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	boot, err := bootID()
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.New(cfg.Address, client.WithDefaultNamespace(cfg.Namespace), client.WithTimeout(10*time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", cfg.Address, err)
@@ -270,7 +286,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
 		HostsDir:        cfg.RegistryConfigDir,
 	}
-	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, slices: slices, network: network}
+	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, slices: slices, network: network, boot: boot}
 	if libPath != "" {
 		rt.pauseEnv = []string{"LD_LIBRARY_PATH=" + libPath}
 	}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -17,10 +18,13 @@ import (
 
 // CreateSandbox creates p's namespaces, pinned under the root dir, connects
 // its network namespace to the pod network (when there is one and p is not
-// on the host's), writes its pod files, and creates the pause container that will hold them, without starting it: the pod's
-// containers can be created at once, joining the namespaces by path, before
-// StartSandbox starts the pause process. It needs no image: the pause program runs from a
-// read-only root under the root dir. On failure nothing of it is left.
+// on the host's), writes its pod files, makes its cgroup, and creates its
+// sandbox container. A pod whose containers share a PID namespace gets a
+// pause process, not started: the pod's containers can be created at
+// once, joining the namespaces by path, before StartSandbox starts it. It
+// needs no image: the pause program runs from a read-only root under the
+// root dir. Any other pod's sandbox has no pause process (needsPause) and
+// is up once made. On failure nothing of it is left.
 func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, err error) {
 	uid := string(p.UID)
 	if err := os.MkdirAll(r.PodDir(uid), 0o750); err != nil {
@@ -82,6 +86,9 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	labels[LabelPinned] = "true"
 	if len(ips) > 0 {
 		labels[LabelPodIPs] = joinIPs(ips)
+	}
+	if !needsPause(p) {
+		maps.Copy(labels, r.noPauseLabels(p))
 	}
 	// The shim group is chosen, and the sandbox that counts in it made,
 	// one sandbox at a time (shimGroupPods).

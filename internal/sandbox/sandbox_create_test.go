@@ -38,6 +38,8 @@ func pinInode(t *testing.T, dir string, k netns.Kind) string {
 	return fmt.Sprintf("%s:[%d]", k, st.Ino)
 }
 
+// TestCreateSandbox: the sandbox of a pod whose containers share a PID
+// namespace has a pause process, in the pod's pinned namespaces.
 func TestCreateSandbox(t *testing.T) {
 	h := newHarness(t)
 	tests := []struct {
@@ -55,7 +57,7 @@ func TestCreateSandbox(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := *h
 			h.t = t
-			p := h.decode(fmt.Sprintf("/m/sb%d.yaml", i), podManifest(tt.podExtra))
+			p := h.decode(fmt.Sprintf("/m/sb%d.yaml", i), podManifest(sharedPID+tt.podExtra))
 
 			created := h.createSandbox(p)
 			if created.ID == "" || created.State != pod.TaskCreated || created.Pid != 0 {
@@ -125,20 +127,24 @@ func TestCreateSandbox(t *testing.T) {
 	}
 }
 
-// TestCreateSandboxHostNamespaces: a sandbox on the host's network, PID and
-// IPC namespaces joins them, pins nothing, and still has a mount namespace
-// of its own.
+// TestCreateSandboxHostNamespaces: a pod on the host's network, PID and
+// IPC namespaces pins nothing and has no pause process; its container
+// joins the host's namespaces and still has a mount namespace of its own.
 func TestCreateSandboxHostNamespaces(t *testing.T) {
 	h := newHarness(t)
-	p := h.decode("/m/host.yaml", podManifest("  hostNetwork: true\n  hostPID: true\n  hostIPC: true\n"))
+	p := h.decode("/m/host.yaml", sleeper("host", "  hostNetwork: true\n  hostPID: true\n  hostIPC: true\n"))
 	rec := h.sandbox(p)
+	if !rec.NoPause || rec.State != pod.TaskRunning || rec.Pid != 0 {
+		t.Errorf("sandbox = %+v, want one without a pause process, running", rec)
+	}
+	c := h.start(p, rec, "c", 0)
 	for _, ns := range []string{"net", "uts", "ipc", "pid"} {
-		if got, host := nsLink(t, rec.Pid, ns), nsLink(t, "self", ns); got != host {
-			t.Errorf("host namespaces sandbox in %s, want the host's %s", got, host)
+		if got, host := nsLink(t, c.Pid, ns), nsLink(t, "self", ns); got != host {
+			t.Errorf("host namespaces pod's container in %s, want the host's %s", got, host)
 		}
 	}
-	if got, host := nsLink(t, rec.Pid, "mnt"), nsLink(t, "self", "mnt"); got == host {
-		t.Errorf("sandbox in the host's mount namespace %s, want its own", got)
+	if got, host := nsLink(t, c.Pid, "mnt"), nsLink(t, "self", "mnt"); got == host {
+		t.Errorf("container in the host's mount namespace %s, want its own", got)
 	}
 	for _, k := range []netns.Kind{netns.Net, netns.UTS, netns.IPC} {
 		if netns.Pinned(h.rt.sandboxDir(rec.ID), k) {
@@ -151,7 +157,7 @@ func TestCreateSandboxHostNamespaces(t *testing.T) {
 // its namespaces; removing it again succeeds.
 func TestRemoveSandbox(t *testing.T) {
 	h := newHarness(t)
-	p := h.decode("/m/rm.yaml", podManifest(""))
+	p := h.decode("/m/rm.yaml", podManifest(sharedPID))
 	rec := h.sandbox(p)
 	nsDir := h.rt.sandboxDir(rec.ID)
 	for i := 0; i < 2; i++ {

@@ -38,6 +38,9 @@ const LabelStartedAt = labelPrefix + "start.time"
 // failure the sandbox is left, not running, for the caller to start again
 // or replace.
 func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error) {
+	if sb.NoPause {
+		return r.noPauseStarted(ctx, sb)
+	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	clock := newPhaseClock()

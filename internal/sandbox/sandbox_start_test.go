@@ -42,7 +42,7 @@ func (h *harness) sandboxRecord(p *pod.Pod) pod.Record {
 func TestStartSandboxAgain(t *testing.T) {
 	h := newHarness(t)
 	p := h.decode("/m/again.yaml", sleeperManifest("again"))
-	sb := h.sandbox(p)
+	sb := h.pauseSandbox(p)
 	if !sb.Pinned && !h.sandboxRecord(p).Pinned {
 		t.Errorf("sandbox %s not marked pinned", sb.ID)
 	}
@@ -111,7 +111,7 @@ func TestStartSandboxPauseFails(t *testing.T) {
 			return logs.DriverConfig{Path: path, MaxSize: 1 << 20, MaxFiles: 2}.Args()
 		}
 	})
-	p := h.decode("/m/boom.yaml", sleeperManifest("boom"))
+	p := h.decode("/m/boom.yaml", sleeper("boom", sharedPID))
 	sb := h.createSandbox(p)
 	for i := 1; i <= 2; i++ {
 		_, err := h.rt.StartSandbox(h.ctx(), h.sandboxRecord(p))
@@ -145,3 +145,7 @@ func boomProgram(t *testing.T) string {
 	}
 	return filepath.Join(dir, "boom")
 }
+
+// sharedPID is the spec line of a pod whose containers share a PID
+// namespace: its sandbox has a pause process.
+const sharedPID = "  shareProcessNamespace: true\n"

@@ -83,19 +83,24 @@ func TestShimGroups(t *testing.T) {
 		sb := h.sandbox(p)
 		return running{p, sb, h.start(p, sb, "c", 0)}
 	}
-	// shimOf is the shim serving pod r's pause and container: their
-	// parent, the shim being their subreaper; both must have the same.
+	// shimOf is the shim serving pod r's container (and pause, when it
+	// has one): their parent, the shim being their subreaper; both must
+	// have the same.
 	shimOf := func(r running) int {
 		t.Helper()
-		pause, ct := parentOf(t, r.sb.Pid), parentOf(t, r.ct.Pid)
-		if pause != ct {
+		ct := parentOf(t, r.ct.Pid)
+		if r.sb.Pid == 0 {
+			return ct
+		}
+		if pause := parentOf(t, r.sb.Pid); pause != ct {
 			t.Fatalf("pod %s: the pause runs under shim %d, its container under %d, want one shim", r.p.Name, pause, ct)
 		}
-		return pause
+		return ct
 	}
 
 	first, second := run("first", ""), run("second", "")
-	critical := run("critical", "  priorityClassName: system-node-critical\n")
+	// The critical pod's sandbox has a pause process, which joins its shim.
+	critical := run("critical", "  priorityClassName: system-node-critical\n"+sharedPID)
 	shared := shimOf(first)
 	if s := shimOf(second); s != shared {
 		t.Errorf("two BestEffort pods run under shims %d and %d, want one", shared, s)
@@ -117,7 +122,7 @@ func TestShimGroups(t *testing.T) {
 	if gone(uint32(shared)) {
 		t.Fatalf("the shared shim %d went with the first pod, while the second runs in it", shared)
 	}
-	if gone(second.sb.Pid) || gone(second.ct.Pid) {
+	if gone(second.ct.Pid) {
 		t.Fatalf("the second pod's processes went with the first pod")
 	}
 	// A restarted staticlet puts its new pods where the pods it adopts
@@ -145,29 +150,30 @@ func TestShimGroups(t *testing.T) {
 	waitFor(t, 10*time.Second, "the shared shim to exit with its last pod", func() (bool, string) {
 		return gone(uint32(shared)), fmt.Sprintf("shim %d still runs", shared)
 	})
-	if gone(critical.sb.Pid) {
-		t.Errorf("the critical pod's pause went with the shared shim")
+	if gone(critical.sb.Pid) || gone(critical.ct.Pid) {
+		t.Errorf("the critical pod's processes went with the shared shim")
 	}
 }
 
 // TestSharedShimKilled: when a shared shim dies, every task it served is
 // reported exited, so that each pod is restarted as after any exit (a
-// pause started again starts a new shim), and the critical pod's shim and
-// tasks are untouched.
+// container started again starts a new shim), and the critical pod's shim
+// and tasks are untouched.
 func TestSharedShimKilled(t *testing.T) {
 	h := newHarness(t)
 	exits := h.runExits()
 	var ids []string
-	var sbs []pod.Record
+	var cts []pod.Record
+	var pods []*pod.Pod
 	for _, name := range []string{"one", "two"} {
 		p := h.decode("/m/"+name+".yaml", sleeper(name, ""))
 		sb := h.sandbox(p)
 		ct := h.start(p, sb, "c", 0)
-		ids = append(ids, sb.ID, ct.ID)
-		sbs = append(sbs, sb)
+		ids = append(ids, ct.ID)
+		cts, pods = append(cts, ct), append(pods, p)
 	}
-	shared := parentOf(t, sbs[0].Pid)
-	cp := h.decode("/m/critical.yaml", sleeper("critical", "  priorityClassName: system-cluster-critical\n"))
+	shared := parentOf(t, cts[0].Pid)
+	cp := h.decode("/m/critical.yaml", sleeper("critical", "  priorityClassName: system-cluster-critical\n"+sharedPID))
 	csb := h.sandbox(cp)
 
 	if err := unix.Kill(shared, unix.SIGKILL); err != nil {
@@ -187,10 +193,11 @@ func TestSharedShimKilled(t *testing.T) {
 	if gone(csb.Pid) {
 		t.Errorf("the critical pod's pause went with the shared shim")
 	}
-	// A pause started again, as after any exit, starts a new shared shim.
-	sb := h.startSandbox(sbs[0])
-	if s := parentOf(t, sb.Pid); s == shared || s == parentOf(t, csb.Pid) {
-		t.Errorf("the pause started again runs under shim %d, want a new one (the dead was %d)", s, shared)
+	// A container started again, as after any exit, starts a new shared
+	// shim.
+	again := h.start(pods[0], h.sandboxRecord(pods[0]), "c", 1)
+	if s := parentOf(t, again.Pid); s == shared || s == parentOf(t, csb.Pid) {
+		t.Errorf("the container started again runs under shim %d, want a new one (the dead was %d)", s, shared)
 	}
 }
 
@@ -206,7 +213,7 @@ func TestSharedShimAcrossContainerdRestart(t *testing.T) {
 		sb := h.sandbox(p)
 		sbs, cts = append(sbs, sb), append(cts, h.start(p, sb, "c", 0))
 	}
-	shared := parentOf(t, sbs[1].Pid)
+	shared := parentOf(t, cts[1].Pid)
 	for _, id := range []string{cts[0].ID, sbs[0].ID} {
 		if err := h.rt.RemoveContainer(h.ctx(), id); err != nil {
 			t.Fatalf("RemoveContainer(%s): %v", id, err)
@@ -225,12 +232,12 @@ func TestSharedShimAcrossContainerdRestart(t *testing.T) {
 		t.Errorf("after the restart, pod %s has %d containers, want 2", sbs[1].Pod, len(recs))
 	}
 	for _, r := range recs {
-		if r.State != pod.TaskRunning || r.Pid == 0 {
+		if r.State != pod.TaskRunning || (r.Pid == 0) != r.NoPause {
 			t.Errorf("after the restart, container %s = %+v, want running", r.ID, r)
 		}
 	}
 	p := h.decode("/m/third.yaml", sleeper("third", ""))
-	if s := parentOf(t, h.sandbox(p).Pid); s != shared {
+	if s := parentOf(t, h.start(p, h.sandbox(p), "c", 0).Pid); s != shared {
 		t.Errorf("a pod started after the restart runs under shim %d, want the shared %d", s, shared)
 	}
 	if err := h.rt.StopContainer(h.ctx(), cts[1].ID, 10*time.Second); err != nil {
