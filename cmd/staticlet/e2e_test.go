@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +33,12 @@ spec:
 func sleeperPod(name, arg string, hostNetwork bool) string {
 	r := strings.NewReplacer("NAME", name, "ARG", arg, "HOSTNET", map[bool]string{true: "true", false: "false"}[hostNetwork])
 	return r.Replace(sleeper)
+}
+
+// sharingPID makes the pod of manifest share a PID namespace among its
+// containers: its sandbox has a pause process, their PID 1.
+func sharingPID(manifest string) string {
+	return strings.Replace(manifest, "\nspec:\n", "\nspec:\n  shareProcessNamespace: true\n", 1)
 }
 
 // TestPodLifecycle drops, edits and deletes a manifest and checks the
@@ -193,23 +200,16 @@ func (e *env) sandboxID(t *testing.T) string {
 	return cs[0].ID()
 }
 
-// sandboxNetns returns the network namespace of the only sandbox running.
+// sandboxNetns returns the network namespace of the only sandbox running,
+// in the form of the /proc/PID/ns links: where it is pinned.
 func (e *env) sandboxNetns(t *testing.T) string {
 	t.Helper()
-	ctx := nsCtx(context.Background())
-	cs, err := e.client.Containers(ctx, `labels."io.staticlet.kind"==sandbox`)
-	if err != nil || len(cs) != 1 {
-		t.Fatalf("sandboxes: %d, %v; want 1", len(cs), err)
+	pin := filepath.Join(e.root, "sandboxes", e.sandboxID(t), "net")
+	var st syscall.Stat_t
+	if err := syscall.Stat(pin, &st); err != nil {
+		t.Fatalf("the network namespace of the sandbox: %v", err)
 	}
-	task, err := cs[0].Task(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", task.Pid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns
+	return fmt.Sprintf("net:[%d]", st.Ino)
 }
 
 // processesInNetns lists the processes in network namespace ns ("net:[N]").

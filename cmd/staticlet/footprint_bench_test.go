@@ -67,8 +67,8 @@ func footprintPod(name string, hostNetwork bool, n int) string {
 // containerd's growth over no pod and staticlet's own PSS; then the
 // helpers of a single pod of each shape (hostNetwork, pod network, three
 // containers), added to those pods and alone on the node. The task counts
-// waited for are a pause and the containers per pod: a change that drops
-// the pause task changes them here.
+// waited for are the containers of the pods: their sandboxes have no pause
+// process (they share no PID namespace).
 func (be *benchEnv) benchFootprint(b *testing.B) {
 	for b.Loop() { // once: the figures are not per iteration
 	}
@@ -89,7 +89,7 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 		names = append(names, name)
 		be.write(b, name+".yaml", footprintPod(name, true, 1))
 	}
-	f := be.steadyFootprint(b, ctx, benchPods, 2*benchPods)
+	f := be.steadyFootprint(b, ctx, benchPods, benchPods)
 	growth := f.containerd - c0
 	all := f.helpers() + growth + f.staticlet
 	lines := []string{fmt.Sprintf("footprint:         %d pods: shims %.1f MiB (%d), pause %.1f MiB (%d), loggers %.1f MiB (%d), other %.1f MiB (%d), containerd %+.1f MiB, staticlet %.1f MiB; helpers per pod %.2f MiB (target ≤ 1 MiB), everything per pod %.2f MiB",
@@ -138,17 +138,17 @@ func (be *benchEnv) benchFootprint(b *testing.B) {
 			b.Fatal(err)
 		}
 		be.write(b, "shape.yaml", footprintPod("shape", s.hostNetwork, s.containers))
-		g := be.steadyFootprint(b, ctx, benchPods+1, 2*benchPods+1+s.containers)
+		g := be.steadyFootprint(b, ctx, benchPods+1, benchPods+s.containers)
 		added[i] = g.minus(base)
 		added[i].shims = g.shims / (benchPods + 1) // see above: the shims' mean per pod
 		be.remove(b, "shape.yaml")
-		be.waitCounts(b, ctx, benchPods, 2*benchPods)
+		be.waitCounts(b, ctx, benchPods, benchPods)
 	}
 	be.removeAll(b, names)
 	var parts []string
 	for i, s := range shapes {
 		be.write(b, "shape.yaml", footprintPod("shape", s.hostNetwork, s.containers))
-		f := be.steadyFootprint(b, ctx, 1, 1+s.containers)
+		f := be.steadyFootprint(b, ctx, 1, s.containers)
 		be.removeAll(b, []string{"shape"})
 		a := added[i]
 		b.ReportMetric(mib(a.helpers()), s.metric+"-added-MiB")

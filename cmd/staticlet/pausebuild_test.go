@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -54,7 +57,8 @@ var (
 )
 
 // TestDynamicBuild runs a pod with a dynamically linked staticlet, whose
-// copy is the log driver of the pod's containers: the built-in pause runs,
+// copy is the log driver of the pod's containers: the built-in pause of a
+// pod sharing its PID namespace runs,
 // the app is started once with its log driver running, and the sandbox is
 // neither restarted nor re-created. Every other end-to-end test runs the
 // static build make makes.
@@ -63,7 +67,7 @@ func TestDynamicBuild(t *testing.T) {
 	e := newEnv(t)
 	e.bin = bin
 	d := e.start()
-	e.write("web.yaml", sleeperPod("web", "first", false))
+	e.write("web.yaml", sharingPID(sleeperPod("web", "first", false)))
 
 	name := "web-" + testNode
 	p := d.waitPod(name, 60*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
@@ -187,11 +191,49 @@ func (d *daemon) syncs(pod string) int {
 	return n
 }
 
-// TestSandboxPauseKilled kills a pod's pause process, again each time it
-// is back: a new one is started in the same sandbox while the app runs on
-// (the same container and process, no restart), each exit is told with its
-// exit code, and the third comes back only after a back-off.
+// TestSandboxPauseKilled kills the pause process of a pod whose containers
+// share its PID namespace: their PID 1, whose death ends them too. The pod
+// is re-created in a new sandbox, as the kubelet does, and the exit is
+// told with its code.
 func TestSandboxPauseKilled(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	e.write("web.yaml", sharingPID(sleeperPod("web", "first", false)))
+	name := "web-" + testNode
+	p := d.waitPod(name, 30*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p)
+	})
+	app := p.Status.ContainerStatuses[0]
+	sb := e.sandboxID(t)
+	pid := e.sandboxPid(t, sb)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing pause process %d: %v", pid, err)
+	}
+	d.waitPod(name, 60*time.Second, "the pod running again in a new sandbox", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p) && p.Status.ContainerStatuses[0].ContainerID != app.ContainerID
+	})
+	if now := e.sandboxID(t); now == sb {
+		t.Errorf("sandbox %s kept, want a new one", sb)
+	}
+	evs := d.waitEvents(t, "default/"+name, 5*time.Second, "the events", func([]podEvent) bool { return true })
+	exits := withReason(evs, "SandboxExited")
+	if len(exits) != 1 || !strings.Contains(exits[0], "exited with code 137") || !strings.Contains(exits[0], "the pod will be re-created") {
+		t.Errorf("SandboxExited events = %q, want 1 with exit code 137 saying the pod is re-created", exits)
+	}
+	if n := countReason(evs, "SandboxChanged"); n != 1 {
+		t.Errorf("%d SandboxChanged events, want 1: %v", n, evs)
+	}
+	if out, err := d.cli("describe", "pod", name); err != nil || !strings.Contains(out, "SandboxExited") || !strings.Contains(out, "exited with code 137") {
+		t.Errorf("describe pod = %q, %v; want the SandboxExited event", out, err)
+	}
+}
+
+// TestSandboxWithoutPause: a pod that shares no PID namespace runs with no
+// pause process: its sandbox is a record with no task, and no process runs
+// from the pause root. Once its pinned network namespace is gone (a reboot
+// takes them all), the pod is re-created in a new sandbox, and the event
+// says why.
+func TestSandboxWithoutPause(t *testing.T) {
 	e := newEnv(t)
 	d := e.start()
 	e.write("web.yaml", sleeperPod("web", "first", false))
@@ -200,52 +242,59 @@ func TestSandboxPauseKilled(t *testing.T) {
 		return running(p) && sandboxReady(p)
 	})
 	app := p.Status.ContainerStatuses[0]
-	appPid, err := e.pidOf(app)
+	sb := e.sandboxID(t)
+	ctx := nsCtx(t.Context())
+	c, err := e.client.LoadContainer(ctx, sb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := e.sandboxID(t)
-	for i := 1; i <= 3; i++ {
-		pid := e.sandboxPid(t, sb)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("killing pause process %d: %v", pid, err)
-		}
-		d.waitEvents(t, "default/"+name, 60*time.Second, fmt.Sprintf("pause started again (%d)", i), func(evs []podEvent) bool {
-			return countReason(evs, "SandboxStarted") == i
-		})
-		waitFor(t, 10*time.Second, "the new pause process", func() (bool, string) {
-			c, err := e.client.LoadContainer(nsCtx(t.Context()), sb)
-			if err != nil {
-				return false, err.Error()
-			}
-			task, err := c.Task(nsCtx(t.Context()), nil)
-			if err != nil {
-				return false, err.Error()
-			}
-			return int(task.Pid()) != pid && processRunning(int(task.Pid())), fmt.Sprintf("pid %d", task.Pid())
-		})
+	if _, err := c.Task(ctx, nil); !errdefs.IsNotFound(err) {
+		t.Errorf("the task of sandbox %s: %v, want none", sb, err)
+	}
+	if pauses := e.pauseProcesses(t); len(pauses) != 0 {
+		t.Errorf("pause processes %v, want none", pauses)
+	}
+
+	pin := filepath.Join(e.root, "sandboxes", sb, "net")
+	if err := syscall.Unmount(pin, syscall.MNT_DETACH); err != nil {
+		t.Fatalf("unpinning the pod's network namespace: %v", err)
+	}
+	d.waitPod(name, 60*time.Second, "the pod running again in a new sandbox", func(p *v1.Pod) bool {
+		return running(p) && sandboxReady(p) && p.Status.ContainerStatuses[0].ContainerID != app.ContainerID
+	})
+	if now := e.sandboxID(t); now == sb {
+		t.Errorf("sandbox %s kept, want a new one", sb)
 	}
 	evs := d.waitEvents(t, "default/"+name, 5*time.Second, "the events", func([]podEvent) bool { return true })
-	exits := withReason(evs, "SandboxExited")
-	if len(exits) != 3 || !strings.Contains(exits[0], "exited with code 137") || !strings.Contains(exits[0], "containers keep running") {
-		t.Errorf("SandboxExited events = %q, want 3 with exit code 137", exits)
+	gone := withReason(evs, "SandboxGone")
+	if len(gone) != 1 || !strings.Contains(gone[0], "net namespace is no longer pinned") {
+		t.Errorf("SandboxGone events = %q, want 1 saying the network namespace is gone", gone)
 	}
-	if n := countReason(evs, "BackOff"); n == 0 {
-		t.Errorf("no BackOff event: the pause was restarted at once each time: %v", evs)
+	if n := countReason(evs, "SandboxChanged"); n != 1 {
+		t.Errorf("%d SandboxChanged events, want 1: %v", n, evs)
 	}
-	if n := countReason(evs, "SandboxChanged") + countReason(evs, "Killing"); n != 0 {
-		t.Errorf("the pod was re-created or its container stopped: %v", evs)
+	if n := countReason(evs, "SandboxExited"); n != 0 {
+		t.Errorf("%d SandboxExited events, want none: no process exited: %v", n, evs)
 	}
-	q := d.waitPod(name, 30*time.Second, "pod running with its sandbox up", func(p *v1.Pod) bool {
-		return running(p) && sandboxReady(p)
-	})
-	if e.sandboxID(t) != sb {
-		t.Errorf("sandbox %s replaced by %s", sb, e.sandboxID(t))
+}
+
+// pauseProcesses lists the processes that run from staticlet's pause root.
+func (e *env) pauseProcesses(t *testing.T) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if cs := q.Status.ContainerStatuses[0]; cs.ContainerID != app.ContainerID || cs.RestartCount != 0 || !processRunning(appPid) {
-		t.Errorf("app %s restarts %d (process %d running %v), want %s untouched", cs.ContainerID, cs.RestartCount, appPid, processRunning(appPid), app.ContainerID)
+	root := filepath.Join(e.root, "pause", "rootfs")
+	var out []int
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if r, _ := os.Readlink(fmt.Sprintf("/proc/%d/root", pid)); r == root {
+			out = append(out, pid)
+		}
 	}
-	if out, err := d.cli("describe", "pod", name); err != nil || !strings.Contains(out, "SandboxExited") || !strings.Contains(out, "exited with code 137") {
-		t.Errorf("describe pod = %q, %v; want the SandboxExited events", out, err)
-	}
+	return out
 }

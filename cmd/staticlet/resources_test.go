@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -176,7 +177,8 @@ func TestResources(t *testing.T) {
 }
 
 // sandboxCgroup returns the cgroup (v2's in unified mode, else cpu's) of
-// the pause process of the pod with uid.
+// the pause process of the pod with uid; for a sandbox without one, the
+// cgroup its spec gives it.
 func (e *env) sandboxCgroup(t *testing.T, uid string) string {
 	t.Helper()
 	ctx := nsCtx(context.Background())
@@ -185,6 +187,13 @@ func (e *env) sandboxCgroup(t *testing.T, uid string) string {
 		t.Fatalf("sandboxes of pod %s: %d, %v; want 1", uid, len(cs), err)
 	}
 	task, err := cs[0].Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		s, err := cs[0].Spec(ctx)
+		if err != nil || s.Linux == nil {
+			t.Fatalf("the spec of sandbox %s: %v", cs[0].ID(), err)
+		}
+		return s.Linux.CgroupsPath
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/logd"
@@ -126,7 +127,7 @@ type upgradePod struct {
 	name, uid        string
 	container        string // the app's container ID
 	sandbox          string
-	pause, shim, app int    // processes
+	pause, shim, app int    // processes (pause 0: none)
 	drivers          []int  // its log drivers' processes (its pause's and its container's)
 	logFile          string // its container's log
 }
@@ -137,7 +138,8 @@ type upgradePod struct {
 // takes over, which adopts them as they are: same containers and
 // sandboxes, no restart, the old pause, log drivers and shims still
 // serving them, their logs still growing. A new pod meanwhile gets the
-// current helpers (built-in pause, log forwarder and daemon). Removing the
+// current helpers (no pause process, a log forwarder and the daemon).
+// Removing the
 // manifests then leaves nothing of any of them.
 func TestUpgradeFromPreviousBuild(t *testing.T) {
 	old := previousBinary(t)
@@ -265,11 +267,8 @@ func TestUpgradeFromPreviousBuild(t *testing.T) {
 	if slices.Contains([]int{pods[0].shim, pods[1].shim}, fresh.shim) {
 		t.Errorf("fresh joined shim %d of a pod of the previous build, want a shim of its QoS class", fresh.shim)
 	}
-	if got := driversOf(e.dir, forwarder, e.pauseLog(fresh)); len(got) > 0 {
-		t.Errorf("fresh's pause logs through %v, want its output going nowhere", got)
-	}
-	if runsFile(fresh.pause, copyInfo) {
-		t.Errorf("fresh's pause %d runs the previous build's copy, want the built-in pause", fresh.pause)
+	if fresh.pause != 0 {
+		t.Errorf("fresh has pause process %d, want none: its containers share no PID namespace", fresh.pause)
 	}
 	if pid := logd.DaemonPID(logd.Dir(e.root)); pid == 0 || !processRunning(pid) {
 		t.Errorf("log daemon process %d of %s not running, want it serving fresh's forwarder", pid, logd.Dir(e.root))
@@ -309,20 +308,24 @@ func (e *env) record(t *testing.T, p *upgradePod, st *v1.Pod) {
 	p.uid = string(st.UID)
 	p.container = strings.TrimPrefix(cs.ContainerID, "containerd://")
 	p.sandbox = e.sandboxOf(t, p.uid)
-	p.pause = e.sandboxPid(t, p.sandbox)
+	p.pause = e.pauseOf(t, p.sandbox)
 	app, err := e.pidOf(cs)
 	if err != nil {
 		t.Fatalf("the process of %s's container: %v", p.name, err)
 	}
 	p.app = app
 	// The shim is the parent of the processes it started.
-	pause, err := procfs.Read(p.pause)
-	if err != nil {
-		t.Fatalf("pause process %d of %s: %v", p.pause, p.name, err)
+	first := p.pause
+	if first == 0 {
+		first = app
 	}
-	p.shim = pause.PPID
+	proc, err := procfs.Read(first)
+	if err != nil {
+		t.Fatalf("process %d of %s: %v", first, p.name, err)
+	}
+	p.shim = proc.PPID
 	if args := cmdline(p.shim); len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
-		t.Fatalf("the parent %d of %s's pause runs %q, want a containerd shim", p.shim, p.name, args)
+		t.Fatalf("the parent %d of %s's process %d runs %q, want a containerd shim", p.shim, p.name, first, args)
 	}
 	if c, err := procfs.Read(app); err != nil || c.PPID != p.shim {
 		t.Errorf("%s's container process %d: %+v, %v; want it a child of the pod's shim %d", p.name, app, c, err, p.shim)
@@ -332,6 +335,24 @@ func (e *env) record(t *testing.T, p *upgradePod, st *v1.Pod) {
 		t.Fatalf("log files of %s's container: %v, want one", p.name, files)
 	}
 	p.logFile = files[0]
+}
+
+// pauseOf returns the pause process of sandbox id, 0 when it has none.
+func (e *env) pauseOf(t *testing.T, id string) int {
+	t.Helper()
+	ctx := nsCtx(t.Context())
+	c, err := e.client.LoadContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := c.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatalf("the task of sandbox %s: %v", id, err)
+	}
+	return int(task.Pid())
 }
 
 // sandboxOf returns the ID of the sandbox of pod uid.

@@ -40,7 +40,12 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if err != nil {
 		return fmt.Errorf("loading the task of container %s: %w", id, err)
 	}
+	// The exit handler deletes an exited task (settleExit), maybe between
+	// the two calls: a task gone is stopped.
 	st, err := t.Status(nctx)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("reading the state of container %s: %w", id, err)
 	}
@@ -51,6 +56,9 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
 	defer wcancel()
 	exited, err := t.Wait(wctx)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("waiting on container %s: %w", id, err)
 	}
