@@ -22,7 +22,6 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -189,9 +188,8 @@ type Runtime struct {
 	messages messageCache
 	// listings shares the container listings of pods listed at once.
 	listings listBatcher
-	// groups is held while a sandbox's shim group is chosen and the
-	// sandbox made (podShimGroup).
-	groups sync.Mutex
+	// groups counts the sandboxes being made per shim group.
+	groups shimGroups
 	// network is the pod network; nil without one.
 	network *podNetwork
 	// shims remembers the shims SweepShims found serving no task.

@@ -90,14 +90,11 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	if !needsPause(p) {
 		maps.Copy(labels, r.noPauseLabels(p))
 	}
-	// The shim group is chosen, and the sandbox that counts in it made,
-	// one sandbox at a time (shimGroupPods).
-	r.groups.Lock()
-	defer r.groups.Unlock()
-	group, err := r.podShimGroup(ctx, p, id)
+	group, chosen, err := r.podShimGroup(ctx, p, id)
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
 	}
+	defer func() { chosen(err == nil) }()
 	s.Annotations = map[string]string{shimGroup: group}
 	if group != id {
 		labels[LabelShimGroup] = group

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -105,28 +106,72 @@ const shimGroupPods = 16
 // podShimGroup is the shim group of p's new sandbox id: for an ordinary
 // pod, the first of its class's shared groups (the class's key, then that
 // key with -1, -2...) that has fewer than shimGroupPods sandboxes, as the
-// sandboxes' LabelShimGroup tell. The caller holds r.groups until the
-// sandbox is made, so that two sandboxes do not take the last place.
-func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (string, error) {
+// sandboxes' LabelShimGroup tell, with the sandboxes being made meanwhile
+// (shimGroups). The caller calls done once the sandbox is made, or failed.
+func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (group string, done func(made bool), err error) {
 	if pod.Critical(&p.Spec) {
-		return id, nil
+		return id, func(bool) {}, nil
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	v, err := r.client.Version(ctx)
 	if err != nil {
-		return "", fmt.Errorf("asking containerd for its version: %w", err)
+		return "", nil, fmt.Errorf("asking containerd for its version: %w", err)
 	}
 	base := shimGroupOf(p, id, releaseKey(v))
+	g := &r.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	cs, err := r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelShimGroup))
 	if err != nil {
-		return "", fmt.Errorf("counting the pods of shim group %s: %w", base, err)
+		return "", nil, fmt.Errorf("counting the pods of shim group %s: %w", base, err)
 	}
 	count := map[string]int{}
+	listed := make(map[string]bool, len(cs))
 	for _, c := range cs {
 		count[c.Labels[LabelShimGroup]]++
+		listed[c.ID] = true
 	}
-	return firstRoom(base, count, shimGroupPods), nil
+	for sid, pg := range g.making {
+		switch {
+		case pg.made:
+			// Made before this listing: in it, or removed since.
+			delete(g.making, sid)
+		case !listed[sid]:
+			count[pg.group]++
+		}
+	}
+	group = firstRoom(base, count, shimGroupPods)
+	if g.making == nil {
+		g.making = map[string]*pendingSandbox{}
+	}
+	pg := &pendingSandbox{group: group}
+	g.making[id] = pg
+	return group, func(made bool) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if made {
+			pg.made = true // until a listing shows it
+		} else {
+			delete(g.making, id)
+		}
+	}, nil
+}
+
+// shimGroups counts the sandboxes being made in each shim group, which no
+// listing shows yet, so that sandboxes are made at once, each in a group
+// with room. A sandbox counts from its group's choice until a listing
+// shows it; once its creation is over, the next choice's listing, made
+// after that under mu, counts it, and it is forgotten.
+type shimGroups struct {
+	mu     sync.Mutex
+	making map[string]*pendingSandbox // by sandbox ID
+}
+
+// pendingSandbox is a sandbox whose shim group was chosen.
+type pendingSandbox struct {
+	group string
+	made  bool // its container exists
 }
 
 // firstRoom is the first of base, base-1, base-2... that count says has

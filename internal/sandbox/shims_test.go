@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -312,4 +315,67 @@ func TestFirstRoom(t *testing.T) {
 			t.Errorf("firstRoom(g, %v) = %q, want %q", tt.count, got, tt.want)
 		}
 	}
+}
+
+// TestShimGroupsFillAtOnce: sandboxes made all at once, as at boot, each
+// take a place in a shared shim group with room: the first shimGroupPods
+// fill the class's first group, and the rest go to the next, none over
+// the cap, though none waits for another's creation.
+func TestShimGroupsFillAtOnce(t *testing.T) {
+	h := newHarness(t)
+	const n = shimGroupPods + 4
+	pods := make([]*pod.Pod, n)
+	for i := range pods {
+		pods[i] = h.decode(fmt.Sprintf("/m/many%d.yaml", i), sleeper(fmt.Sprintf("many%d", i), ""))
+	}
+	recs := make([]pod.Record, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		wg.Go(func() { recs[i], errs[i] = h.rt.CreateSandbox(h.ctx(), p) })
+	}
+	wg.Wait()
+	for i, p := range pods {
+		if errs[i] != nil {
+			t.Fatalf("CreateSandbox(%s): %v", p, errs[i])
+		}
+		h.removeAtEnd(recs[i].ID)
+		t.Cleanup(func() { _ = h.rt.removePodCgroups(context.Background(), string(p.UID)) })
+	}
+	cs, err := h.client.ContainerService().List(h.nsCtx(), fmt.Sprintf("labels.%q", LabelShimGroup))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, c := range cs {
+		count[c.Labels[LabelShimGroup]]++
+	}
+	var sizes []int
+	for _, k := range slices.Sorted(maps.Keys(count)) {
+		sizes = append(sizes, count[k])
+	}
+	if !slices.Equal(sizes, []int{shimGroupPods, n - shimGroupPods}) {
+		t.Errorf("sandboxes per shim group = %v, want %d and %d", count, shimGroupPods, n-shimGroupPods)
+	}
+	if len(h.rt.groups.making) != n {
+		t.Errorf("%d sandboxes pending, want the %d just made until the next choice lists them", len(h.rt.groups.making), n)
+	}
+	// The next choice counts them from its listing, and forgets them.
+	next := h.createSandbox(h.decode("/m/next.yaml", sleeper("next", "")))
+	if _, ok := h.rt.groups.making[next.ID]; !ok || len(h.rt.groups.making) != 1 {
+		t.Errorf("sandboxes pending after the next was made: %v, want the next only", slices.Collect(maps.Keys(h.rt.groups.making)))
+	}
+	if got := h.sandboxLabel(next.ID, LabelShimGroup); count[got] != n-shimGroupPods {
+		t.Errorf("the next sandbox went to group %q, want the one with room (%v)", got, count)
+	}
+}
+
+// sandboxLabel returns label key of container id.
+func (h *harness) sandboxLabel(id, key string) string {
+	h.t.Helper()
+	c, err := h.client.ContainerService().Get(h.nsCtx(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c.Labels[key]
 }
