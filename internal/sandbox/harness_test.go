@@ -123,6 +123,8 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 		RootDir:     root,
 		PodLogsDir:  logs,
 		Snapshotter: env.Snapshotter,
+		// The ordinary pods of a class share one shim until it is full.
+		ShimSpread: 1,
 	}
 	if configure != nil {
 		configure(&cfg)

@@ -157,6 +157,10 @@ type Config struct {
 	// files are being imported (ctx bounds the wait) and reports whether
 	// it waited, so that the image is looked for again first.
 	AwaitImports func(ctx context.Context) bool
+	// ShimSpread is how many shared shims of a QoS class new pods spread
+	// over before any is full (shims.go); default the number of CPUs, at
+	// most 4.
+	ShimSpread int
 	// CallTimeout bounds each containerd call; default 30s.
 	CallTimeout time.Duration
 	// Logger receives what is worth knowing and not an error of a call.
@@ -214,6 +218,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 30 * time.Second
+	}
+	if cfg.ShimSpread <= 0 {
+		cfg.ShimSpread = min(goruntime.NumCPU(), 4)
 	}
 	if len(cfg.PauseArgs) == 0 {
 		cfg.PauseArgs = []string{"pause"}

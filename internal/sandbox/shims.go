@@ -36,7 +36,11 @@ import (
 //     to 16 ordinary pods of a class, where one per pod cost a shim per
 //     pod. The cap keeps a shim's queue short: it creates one task at a
 //     time (below), and 100 pods started at once in one shim waited for
-//     each other past containerd's call deadlines.
+//     each other past containerd's call deadlines. A new pod joins the
+//     class's shim with the fewest pods among the first few
+//     (Config.ShimSpread: as many as the node has CPUs, up to 4), so that
+//     pods started together are created by that many shims at once, one
+//     per core, rather than in one queue.
 //
 // What sharing risks: a shim that dies (a crash, a kill, the OOM killer,
 // though the shim takes containerd's OOM score, plus one) takes every task
@@ -48,10 +52,10 @@ import (
 // restarted one pod. The split by class keeps a BestEffort pod's load on
 // its shim (output copied, processes reaped) away from Guaranteed pods.
 //
-// Pods of a shared shim also share its pace: the runc shim creates, and
-// starts, one task at a time (runc, some tens of milliseconds each), so
-// pods of a class started together, at boot, start in turn, much as a
-// node of few cores would run them anyway.
+// Pods of a shared shim also share its pace: the runc shim creates one
+// task at a time (runc, some tens of milliseconds each), so pods of a
+// class started together, at boot, start in turn in each of the class's
+// first shims, which are as many as the node's cores.
 //
 // A task that joins a shared shim in the instant its last other task is
 // deleted finds it shutting down, and its creation fails (containerd 2.4:
@@ -141,7 +145,7 @@ func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (grou
 			count[pg.group]++
 		}
 	}
-	group = firstRoom(base, count, shimGroupPods)
+	group = pickGroup(base, count, shimGroupPods, r.cfg.ShimSpread)
 	if g.making == nil {
 		g.making = map[string]*pendingSandbox{}
 	}
@@ -174,18 +178,24 @@ type pendingSandbox struct {
 	made  bool // its container exists
 }
 
-// firstRoom is the first of base, base-1, base-2... that count says has
-// fewer than limit members.
-func firstRoom(base string, count map[string]int, limit int) string {
-	for n := 0; ; n++ {
-		g := base
-		if n > 0 {
-			g = fmt.Sprintf("%s-%d", base, n)
+// pickGroup is the group of base, base-1, base-2... that a new member
+// joins, count telling each one's members: the one with fewest among the
+// first spread, or among as many more as it takes to find one with fewer
+// than limit; the first of those tied.
+func pickGroup(base string, count map[string]int, limit, spread int) string {
+	name := func(n int) string {
+		if n == 0 {
+			return base
 		}
-		if count[g] < limit {
-			return g
+		return fmt.Sprintf("%s-%d", base, n)
+	}
+	best := ""
+	for n := 0; n < max(spread, 1) || count[best] >= limit; n++ {
+		if g := name(n); best == "" || count[g] < count[best] {
+			best = g
 		}
 	}
+	return best
 }
 
 // sandboxShimGroup is the shim group of the sandbox id, which its pod's

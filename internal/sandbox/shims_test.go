@@ -295,34 +295,51 @@ func TestShimGone(t *testing.T) {
 	}
 }
 
-// TestFirstRoom: a sandbox goes to the first of its class's groups with
-// room, a full one passed over, one that emptied taken again.
-func TestFirstRoom(t *testing.T) {
+// TestPickGroup: a sandbox goes to the group with fewest members among
+// its class's first spread, to a later one once those are full, a full
+// one passed over, one that emptied taken again.
+func TestPickGroup(t *testing.T) {
 	tests := []struct {
-		count map[string]int
-		want  string
+		count  map[string]int
+		spread int
+		want   string
 	}{
-		{nil, "g"},
-		{map[string]int{"g": 15}, "g"},
-		{map[string]int{"g": 16}, "g-1"},
-		{map[string]int{"g": 16, "g-1": 16, "g-2": 3}, "g-2"},
-		{map[string]int{"g": 2, "g-1": 16}, "g"},
-		{map[string]int{"g": 16, "g-2": 16}, "g-1"},
-		{map[string]int{"other": 40}, "g"},
+		{nil, 1, "g"},
+		{map[string]int{"g": 15}, 1, "g"},
+		{map[string]int{"g": 16}, 1, "g-1"},
+		{map[string]int{"g": 16, "g-1": 16, "g-2": 3}, 1, "g-2"},
+		{map[string]int{"g": 2, "g-1": 16}, 1, "g"},
+		{map[string]int{"g": 16, "g-2": 16}, 1, "g-1"},
+		{map[string]int{"other": 40}, 1, "g"},
+		{nil, 0, "g"},
+		{nil, 2, "g"},
+		{map[string]int{"g": 1}, 2, "g-1"},
+		{map[string]int{"g": 1, "g-1": 1}, 2, "g"},
+		{map[string]int{"g": 5, "g-1": 3}, 2, "g-1"},
+		{map[string]int{"g": 2, "g-1": 3}, 4, "g-2"},
+		{map[string]int{"g": 16, "g-1": 16}, 2, "g-2"},
+		{map[string]int{"g": 16, "g-1": 16, "g-2": 16, "g-3": 9}, 2, "g-3"},
+		{map[string]int{"g": 16, "g-1": 15, "g-2": 0}, 2, "g-1"},
 	}
 	for _, tt := range tests {
-		if got := firstRoom("g", tt.count, 16); got != tt.want {
-			t.Errorf("firstRoom(g, %v) = %q, want %q", tt.count, got, tt.want)
+		if got := pickGroup("g", tt.count, 16, tt.spread); got != tt.want {
+			t.Errorf("pickGroup(g, %v, spread %d) = %q, want %q", tt.count, tt.spread, got, tt.want)
 		}
 	}
 }
 
 // TestShimGroupsFillAtOnce: sandboxes made all at once, as at boot, each
-// take a place in a shared shim group with room: the first shimGroupPods
-// fill the class's first group, and the rest go to the next, none over
-// the cap, though none waits for another's creation.
+// take a place in a shared shim group with room, though none waits for
+// another's creation: with a spread of 1, the first shimGroupPods fill
+// the class's first group and the rest go to the next; with 2, they
+// split evenly.
 func TestShimGroupsFillAtOnce(t *testing.T) {
-	h := newHarness(t)
+	t.Run("spread 1", func(t *testing.T) { testShimGroupsFillAtOnce(t, 1, []int{shimGroupPods, 4}) })
+	t.Run("spread 2", func(t *testing.T) { testShimGroupsFillAtOnce(t, 2, []int{10, 10}) })
+}
+
+func testShimGroupsFillAtOnce(t *testing.T, spread int, want []int) {
+	h := newHarnessWith(t, func(c *Config) { c.ShimSpread = spread })
 	const n = shimGroupPods + 4
 	pods := make([]*pod.Pod, n)
 	for i := range pods {
@@ -354,8 +371,8 @@ func TestShimGroupsFillAtOnce(t *testing.T) {
 	for _, k := range slices.Sorted(maps.Keys(count)) {
 		sizes = append(sizes, count[k])
 	}
-	if !slices.Equal(sizes, []int{shimGroupPods, n - shimGroupPods}) {
-		t.Errorf("sandboxes per shim group = %v, want %d and %d", count, shimGroupPods, n-shimGroupPods)
+	if !slices.Equal(sizes, want) {
+		t.Errorf("sandboxes per shim group = %v, want %v", count, want)
 	}
 	if len(h.rt.groups.making) != n {
 		t.Errorf("%d sandboxes pending, want the %d just made until the next choice lists them", len(h.rt.groups.making), n)
@@ -365,8 +382,8 @@ func TestShimGroupsFillAtOnce(t *testing.T) {
 	if _, ok := h.rt.groups.making[next.ID]; !ok || len(h.rt.groups.making) != 1 {
 		t.Errorf("sandboxes pending after the next was made: %v, want the next only", slices.Collect(maps.Keys(h.rt.groups.making)))
 	}
-	if got := h.sandboxLabel(next.ID, LabelShimGroup); count[got] != n-shimGroupPods {
-		t.Errorf("the next sandbox went to group %q, want the one with room (%v)", got, count)
+	if got := h.sandboxLabel(next.ID, LabelShimGroup); count[got] != slices.Min(sizes) {
+		t.Errorf("the next sandbox went to group %q, want one with fewest (%v)", got, count)
 	}
 }
 
