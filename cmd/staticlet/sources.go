@@ -29,10 +29,13 @@ func manifestSources(cfg runConfig, logger *slog.Logger) ([]manifestSource, erro
 	dir := watch.NewDir(watch.DirConfig{
 		Path:   cfg.dirSource.path,
 		Resync: cfg.dirSource.fileCheckFrequency,
-		// A new or rewritten file is applied 10 ms after its last event; a
-		// burst that removes or renames a file waits 50 ms, time enough for
-		// an editor's rename-then-write to finish.
-		QuietDebounce: 10 * time.Millisecond,
+		// A new or rewritten file is applied 2 ms after its last event:
+		// the events of one write, or of a file renamed into place, come
+		// within microseconds, and a writer slower than that is read again
+		// at its next write, as the kubelet reads at every event. A burst
+		// that removes or renames a file waits 50 ms, time enough for an
+		// editor's rename-then-write to finish.
+		QuietDebounce: 2 * time.Millisecond,
 		Debounce:      50 * time.Millisecond,
 		Decode: func(path string, data []byte) ([]*pod.Pod, error) {
 			return pod.Decode(path, data, pod.Options{NodeName: cfg.nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})

@@ -33,6 +33,11 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if err != nil {
 		return fmt.Errorf("loading container %s: %w", id, err)
 	}
+	// Loading fetched the labels: the stop signal is among them.
+	info, err := c.Info(nctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return fmt.Errorf("loading container %s: %w", id, err)
+	}
 	t, err := c.Task(nctx, nil)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -40,19 +45,10 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if err != nil {
 		return fmt.Errorf("loading the task of container %s: %w", id, err)
 	}
-	// The exit handler deletes an exited task (settleExit), maybe between
-	// the two calls: a task gone is stopped.
-	st, err := t.Status(nctx)
-	if errdefs.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the state of container %s: %w", id, err)
-	}
-	if st.Status == client.Stopped {
-		return nil
-	}
-	// The wait is long-lived: it must outlast the per-call deadline.
+	// A task that exited already answers the wait at once and the signal
+	// with NotFound; one the exit handler deleted meanwhile (settleExit)
+	// is NotFound to both. Pods stopped in order stop one after another,
+	// so each call here counts.
 	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
 	defer wcancel()
 	exited, err := t.Wait(wctx)
@@ -62,7 +58,7 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if err != nil {
 		return fmt.Errorf("waiting on container %s: %w", id, err)
 	}
-	if err := t.Kill(nctx, r.stopSignal(nctx, c)); err != nil && !errdefs.IsNotFound(err) {
+	if err := t.Kill(nctx, r.stopSignal(c.ID(), info.Labels)); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("signalling container %s: %w", id, err)
 	}
 	timer := time.NewTimer(grace)
@@ -89,22 +85,17 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	}
 }
 
-// stopSignal is the signal that stops container c: the one its label
-// names, SIGTERM when it has none (a sandbox, or a container made before
-// the label) or names one this system does not know.
-func (r *Runtime) stopSignal(ctx context.Context, c client.Container) syscall.Signal {
-	labels, err := c.Labels(ctx)
-	if err != nil {
-		r.cfg.Logger.Warn("reading the stop signal of a container; using SIGTERM", "container", c.ID(), "err", err)
-		return syscall.SIGTERM
-	}
+// stopSignal is the signal that stops container id, whose labels are
+// given: the one they name, SIGTERM when they name none (a sandbox, or a
+// container made before the label) or one this system does not know.
+func (r *Runtime) stopSignal(id string, labels map[string]string) syscall.Signal {
 	name, ok := labels[LabelStopSignal]
 	if !ok {
 		return syscall.SIGTERM
 	}
 	sig, err := signal.ParseSignal(name)
 	if err != nil {
-		r.cfg.Logger.Warn("unknown stop signal; using SIGTERM", "container", c.ID(), "signal", name)
+		r.cfg.Logger.Warn("unknown stop signal; using SIGTERM", "container", id, "signal", name)
 		return syscall.SIGTERM
 	}
 	return sig
