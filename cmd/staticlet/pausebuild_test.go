@@ -119,19 +119,14 @@ func sandboxReady(p *v1.Pod) bool {
 	return false
 }
 
-// sandboxPid returns the pause process of sandbox id.
+// sandboxPid returns the pause process of sandbox id, which must have one.
 func (e *env) sandboxPid(t *testing.T, id string) int {
 	t.Helper()
-	ctx := nsCtx(t.Context())
-	c, err := e.client.LoadContainer(ctx, id)
-	if err != nil {
-		t.Fatal(err)
+	pid := e.pauseOf(t, id)
+	if pid == 0 {
+		t.Fatalf("sandbox %s has no pause process", id)
 	}
-	task, err := c.Task(ctx, nil)
-	if err != nil {
-		t.Fatalf("the task of sandbox %s: %v", id, err)
-	}
-	return int(task.Pid())
+	return pid
 }
 
 // podEvent is an event as the tests look at it.
