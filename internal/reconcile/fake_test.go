@@ -131,6 +131,8 @@ type fakeRuntime struct {
 	// sandboxStopGate, when not nil, holds every stop of a running
 	// sandbox until it is closed.
 	sandboxStopGate chan struct{}
+	// removeGate, when not nil, holds every removal until it is closed.
+	removeGate chan struct{}
 	sweeps          int // SweepOrphans calls
 	// resumeErr, when set, makes ResumeContainer fail.
 	resumeErr error
@@ -426,6 +428,15 @@ func (f *fakeRuntime) setHook(hook, name string, h fakeHook) {
 
 func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
+	if gate := f.removeGate; gate != nil {
+		f.mu.Unlock()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	r, ok := f.recs[id]
 	c := call{op: "remove", id: id}

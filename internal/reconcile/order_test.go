@@ -106,21 +106,22 @@ func TestRemoveInReverseReadyOrder(t *testing.T) {
 }
 
 // TestRemoveOrderWaitsForProcessesOnly: a pod that stops after another
-// begins once that one's containers ended, not once its sandbox is gone:
-// with every sandbox's stop held, the three pods' containers still stop,
-// in the reverse of the order they became Ready.
+// begins once that one's containers ended, not once they and its sandbox
+// are gone: with every sandbox's stop and every removal held, the three
+// pods' containers still stop, in the reverse of the order they became
+// Ready.
 func TestRemoveOrderWaitsForProcessesOnly(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		h, pods := readyABC(t)
 		m := h.mark()
 		gate := make(chan struct{})
 		h.rt.mu.Lock()
-		h.rt.sandboxStopGate = gate
+		h.rt.sandboxStopGate, h.rt.removeGate = gate, gate
 		h.rt.mu.Unlock()
 		h.set()
 		synctest.Wait()
 		if got := h.stopOrder(m); !slices.Equal(got, []string{"c", "b", "a"}) {
-			t.Errorf("containers stopped while the sandboxes' stops are held: %q, want c, b, a", got)
+			t.Errorf("containers stopped while the sandboxes' stops and every removal are held: %q, want c, b, a", got)
 		}
 		close(gate)
 		h.waitAllGone(pods)

@@ -286,7 +286,7 @@ func (w *worker) stopGroup(ctx context.Context, g stopGroup) stopped {
 		mu  sync.Mutex
 		out stopped
 	)
-	stop := func(s stopOrder) error {
+	halt := func(s stopOrder) error {
 		grace := s.grace
 		if s.hook != nil {
 			begun := time.Now()
@@ -297,49 +297,84 @@ func (w *worker) stopGroup(ctx context.Context, g stopGroup) stopped {
 			}
 			grace = max(grace-time.Since(begun), minGraceAfterPreStop)
 		}
-		err := w.rt.StopContainer(ctx, s.rec.ID, grace)
-		if err == nil && g.remove {
-			err = w.rt.RemoveContainer(ctx, s.rec.ID)
+		return w.rt.StopContainer(ctx, s.rec.ID, grace)
+	}
+	remove := func(s stopOrder) error {
+		if !g.remove {
+			return nil
+		}
+		return w.rt.RemoveContainer(ctx, s.rec.ID)
+	}
+	both := func(s stopOrder) error {
+		err := halt(s)
+		if err == nil {
+			err = remove(s)
 		}
 		return err
 	}
 	if g.sequential {
 		for _, s := range g.stops {
-			if err := stop(s); err != nil {
+			if err := both(s); err != nil {
 				out.err = err
 				break
 			}
 		}
 		return out
 	}
-	var errs []error
 	// App containers first, then init containers (sidecars, which serve
-	// the app until it is gone), then the sandboxes, each tier in parallel.
-	// Before the sandboxes, a pod being removed tells that its processes
-	// ended: the pods that stop after it need not wait for its clean-up.
-	for _, kind := range []pod.ContainerKind{pod.KindApp, pod.KindInit, pod.KindSandbox} {
-		if kind == pod.KindSandbox && g.remove && len(errs) == 0 {
-			w.ended()
-		}
-		var wg sync.WaitGroup
-		for _, s := range g.stops {
-			if s.rec.Kind != kind {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := stop(s); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
+	// the app until it is gone), each tier in parallel. A pod being
+	// removed then tells that its processes ended: the pods that stop
+	// after it need not wait for its clean-up, which follows: those
+	// containers' removal, then the sandbox's stop and removal.
+	t := &stopTiers{stops: g.stops}
+	halted := t.run(t.ofKind(pod.KindApp), halt)
+	halted = append(halted, t.run(t.ofKind(pod.KindInit), halt)...)
+	if g.remove && len(t.errs) == 0 {
+		w.ended()
 	}
-	out.err = errors.Join(errs...)
+	t.run(halted, remove)
+	t.run(t.ofKind(pod.KindSandbox), both)
+	out.err = errors.Join(t.errs...)
 	return out
+}
+
+// stopTiers runs the stops of a group in tiers, each in parallel, and
+// collects their errors.
+type stopTiers struct {
+	stops []stopOrder
+	mu    sync.Mutex
+	errs  []error
+}
+
+// ofKind returns the stops of containers of kind.
+func (t *stopTiers) ofKind(kind pod.ContainerKind) []stopOrder {
+	var out []stopOrder
+	for _, s := range t.stops {
+		if s.rec.Kind == kind {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// run does do for each of stops at once, and returns those it did
+// without an error.
+func (t *stopTiers) run(stops []stopOrder, do func(stopOrder) error) (done []stopOrder) {
+	var wg sync.WaitGroup
+	for _, s := range stops {
+		wg.Go(func() {
+			err := do(s)
+			t.mu.Lock()
+			defer t.mu.Unlock()
+			if err != nil {
+				t.errs = append(t.errs, err)
+				return
+			}
+			done = append(done, s)
+		})
+	}
+	wg.Wait()
+	return done
 }
 
 // preStop runs the preStop hook of stop order s for at most grace; it
