@@ -133,7 +133,7 @@ type fakeRuntime struct {
 	sandboxStopGate chan struct{}
 	// removeGate, when not nil, holds every removal until it is closed.
 	removeGate chan struct{}
-	sweeps          int // SweepOrphans calls
+	sweeps     int // SweepOrphans calls
 	// resumeErr, when set, makes ResumeContainer fail.
 	resumeErr error
 }
