@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -27,6 +28,7 @@ import (
 // is up once made. On failure nothing of it is left.
 func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, err error) {
 	uid := string(p.UID)
+	clock := newPhaseClock()
 	if err := os.MkdirAll(r.PodDir(uid), 0o750); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the directory of pod %s: %w", p, err)
 	}
@@ -42,6 +44,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 			}
 		}
 	}()
+	clock.mark("namespaces")
 	// The network goes into the pinned namespace before any process, and
 	// is torn down before the namespace is unpinned.
 	addrs, err := r.network.setUp(id, nsDir, p)
@@ -60,13 +63,16 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	if len(ips) > 0 {
 		podIP = ips[0]
 	}
+	clock.mark("network")
 	if err := r.writePodFiles(p, podIP); err != nil {
 		return pod.Record{}, fmt.Errorf("writing the files of pod %s: %w", p, err)
 	}
+	clock.mark("files")
 	podCgroup, err := r.ensurePodCgroup(ctx, p, uid)
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("creating the cgroup of pod %s: %w", p, err)
 	}
+	clock.mark("cgroup")
 	defer func() {
 		if err != nil {
 			// Best effort: a cgroup still in use by the pod stays.
@@ -95,24 +101,32 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
 	}
 	defer func() { chosen(err == nil) }()
+	clock.mark("group")
 	s.Annotations = map[string]string{shimGroup: group}
 	if group != id {
 		labels[LabelShimGroup] = group
 	}
 
-	lctx, release, err := r.withLease(ctx, "sandbox")
-	if err != nil {
-		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
-	}
-	defer release()
-	cctx, cancel := r.call(lctx)
+	// A sandbox holds no snapshot nor content, so its record is made
+	// under no lease: one write to containerd's database, where the
+	// client's NewContainer adds a lease's creation and deletion.
+	cctx, cancel := r.call(ctx)
 	defer cancel()
-	if _, err := r.client.NewContainer(cctx, id,
+	ctr := containers.Container{ID: id}
+	for _, o := range []client.NewContainerOpts{
 		client.WithRuntime(runcRuntime, r.runtimeOptions()),
 		client.WithSpec(s),
-		client.WithContainerLabels(labels)); err != nil {
+		client.WithContainerLabels(labels),
+	} {
+		if err := o(cctx, r.client, &ctr); err != nil {
+			return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
+		}
+	}
+	if _, err := r.client.ContainerService().Create(cctx, ctr); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
 	}
+	clock.mark("container")
+	r.cfg.Logger.Debug("created a sandbox", clock.attrs("pod", p.String(), "id", id)...)
 	return recordFromLabels(id, labels, time.Now()), nil
 }
 

@@ -118,11 +118,11 @@ func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (grou
 	}
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	v, err := r.client.Version(ctx)
+	release, err := r.release(ctx)
 	if err != nil {
-		return "", nil, fmt.Errorf("asking containerd for its version: %w", err)
+		return "", nil, err
 	}
-	base := shimGroupOf(p, id, releaseKey(v))
+	base := shimGroupOf(p, id, release)
 	g := &r.groups
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -162,6 +162,31 @@ func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (grou
 	}, nil
 }
 
+// releaseTTL is how long containerd's release is taken as known: it
+// changes only with a restart of containerd, after which new pods go to
+// shims of the new release within that time.
+const releaseTTL = 5 * time.Second
+
+// release is the key of containerd's release (releaseKey), asked at most
+// every releaseTTL.
+func (r *Runtime) release(ctx context.Context) (string, error) {
+	g := &r.groups
+	g.mu.Lock()
+	if g.release != "" && time.Since(g.releaseAt) < releaseTTL {
+		defer g.mu.Unlock()
+		return g.release, nil
+	}
+	g.mu.Unlock()
+	v, err := r.client.Version(ctx)
+	if err != nil {
+		return "", fmt.Errorf("asking containerd for its version: %w", err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.release, g.releaseAt = releaseKey(v), time.Now()
+	return g.release, nil
+}
+
 // shimGroups counts the sandboxes being made in each shim group, which no
 // listing shows yet, so that sandboxes are made at once, each in a group
 // with room. A sandbox counts from its group's choice until a listing
@@ -170,6 +195,9 @@ func (r *Runtime) podShimGroup(ctx context.Context, p *pod.Pod, id string) (grou
 type shimGroups struct {
 	mu     sync.Mutex
 	making map[string]*pendingSandbox // by sandbox ID
+	// release is containerd's release key, asked at releaseAt.
+	release   string
+	releaseAt time.Time
 }
 
 // pendingSandbox is a sandbox whose shim group was chosen.
