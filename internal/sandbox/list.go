@@ -155,6 +155,11 @@ func (r *Runtime) record(ctx context.Context, c containers.Container, t *task.Pr
 		return rec
 	}
 	applyTask(&rec, t)
+	if rec.Kind == pod.KindSandbox && rec.Pinned && rec.State != pod.TaskRunning && pinsGone(c) {
+		// Its pause can no longer be started in place (a reboot took the
+		// pins of an earlier build's sandbox): it is re-created.
+		rec.Pinned = false
+	}
 	live := t != nil
 	if !live {
 		lostExit(&rec, c.Labels[LabelStarting])

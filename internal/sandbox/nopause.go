@@ -5,7 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/typeurl/v2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox/netns"
@@ -94,4 +99,30 @@ func (r *Runtime) noPauseStarted(ctx context.Context, sb pod.Record) (pod.Record
 	}
 	sb.State, sb.Pid = pod.TaskRunning, 0
 	return sb, nil
+}
+
+// pinsGone tells whether a namespace the spec of sandbox c joins by
+// path, one pinned for it, is no longer pinned there: its pin file is
+// left, not a namespace, or gone.
+func pinsGone(c containers.Container) bool {
+	if c.Spec == nil {
+		return false
+	}
+	v, err := typeurl.UnmarshalAny(c.Spec)
+	if err != nil {
+		return false
+	}
+	s, ok := v.(*specs.Spec)
+	if !ok || s.Linux == nil {
+		return false
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Path == "" || strings.HasPrefix(ns.Path, "/proc/") {
+			continue
+		}
+		if !netns.Pinned(filepath.Dir(ns.Path), netns.Kind(filepath.Base(ns.Path))) {
+			return true
+		}
+	}
+	return false
 }

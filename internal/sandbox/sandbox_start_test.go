@@ -149,3 +149,33 @@ func boomProgram(t *testing.T) string {
 // sharedPID is the spec line of a pod whose containers share a PID
 // namespace: its sandbox has a pause process.
 const sharedPID = "  shareProcessNamespace: true\n"
+
+// TestSandboxPinsGone: a sandbox with a pause process (an earlier
+// build's) whose pause exited is pinned, to be started again in place,
+// only while its namespaces are pinned; once one is not (a reboot took
+// them), it reads as not pinned, to be re-created.
+func TestSandboxPinsGone(t *testing.T) {
+	h := newHarness(t)
+	p := h.decode("/m/pins.yaml", sleeperManifest("pins"))
+	sb := h.pauseSandbox(p)
+	exits := h.runExits()
+	if err := syscall.Kill(int(sb.Pid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if e := nextExit(t, exits); e.ContainerID != sb.ID {
+		t.Fatalf("TaskExit = %+v, want sandbox %s's", e, sb.ID)
+	}
+	waitFor(t, 10*time.Second, "the exit recorded", func() (bool, string) {
+		r := h.sandboxRecord(p)
+		return r.State == pod.TaskExited, fmt.Sprintf("%+v", r)
+	})
+	if r := h.sandboxRecord(p); !r.Pinned {
+		t.Errorf("exited sandbox with its pins = %+v, want pinned", r)
+	}
+	if err := syscall.Unmount(netns.Path(h.rt.sandboxDir(sb.ID), netns.Net), syscall.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.sandboxRecord(p); r.Pinned || r.State != pod.TaskExited {
+		t.Errorf("exited sandbox whose network pin is gone = %+v, want exited, not pinned", r)
+	}
+}
