@@ -389,3 +389,41 @@ func TestIdleExitDirectoryGone(t *testing.T) {
 		t.Fatal("a daemon whose directory is gone did not exit")
 	}
 }
+
+// TestSetupDaemonProgram: the daemon runs the daemon's own program where
+// it is an executable file beside staticlet's binary, and staticlet's
+// binary otherwise.
+func TestSetupDaemonProgram(t *testing.T) {
+	tests := []struct {
+		name   string
+		beside os.FileMode // the mode of DaemonProgram beside exe; 0: none
+		want   string      // "own" or "exe"
+	}{
+		{"beside staticlet", 0o755, "own"},
+		{"missing", 0, "exe"},
+		{"not executable", 0o644, "exe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := t.TempDir()
+			exe := filepath.Join(bin, "staticlet")
+			own := filepath.Join(bin, DaemonProgram)
+			if tt.beside != 0 {
+				if err := os.WriteFile(own, []byte("#!/bin/sh\n"), tt.beside); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in, err := Setup(t.TempDir(), exe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Daemon == "" {
+				t.Skipf("no forwarder for %s: no daemon", runtime.GOARCH)
+			}
+			want := map[string]string{"own": own, "exe": exe}[tt.want]
+			if in.Daemon != want {
+				t.Errorf("Setup: Daemon = %s, want %s", in.Daemon, want)
+			}
+		})
+	}
+}
