@@ -22,5 +22,8 @@
 // rotation (package logs), while staticlet is stopped or restarting as
 // well: staticlet starts it when it is missing, and it exits once no
 // container has been logging through it for a while and no staticlet is
-// running (DIR/agent.lock).
+// running (DIR/agent.lock). It reads every container's pipes from one
+// goroutine, through one epoll set and one buffer, so that a container
+// costs it a few hundred bytes of state; Serve owns that goroutine and
+// returns once it ended.
 package logd

@@ -80,14 +80,10 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 // writes it as records. At the end, an unterminated last line is written as
 // a full record. It returns nil at EOF.
 func (w *Writer) Copy(stream string, r io.Reader) error {
-	return w.CopyBuffer(stream, r, make([]byte, 64*1024))
-}
-
-// CopyBuffer is Copy reading through buf.
-func (w *Writer) CopyBuffer(stream string, r io.Reader, buf []byte) error {
 	if _, err := streamIndex(stream); err != nil {
 		return err
 	}
+	buf := make([]byte, 64*1024)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
