@@ -100,7 +100,7 @@ func Serve(ctx context.Context, dir string, cfg Config) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); <-stopCtx.Done(); l.stop() }()
-	l.run()
+	err = l.run()
 	cancel()
 	wg.Wait()
 	// Going away: no more forwarders, then stop reading, write what was
@@ -108,7 +108,7 @@ func Serve(ctx context.Context, dir string, cfg Config) error {
 	unix.Close(ln)
 	_ = os.Remove(sock)
 	l.finishAll()
-	return nil
+	return err
 }
 
 // listen makes the daemon's socket, non-blocking: the loop accepts.

@@ -100,8 +100,8 @@ func (l *loop) close() {
 }
 
 // run serves forwarders until stop is called or the daemon has been idle
-// for cfg.Idle.
-func (l *loop) run() {
+// for cfg.Idle. It fails only when it cannot wait for events.
+func (l *loop) run() error {
 	events := make([]unix.EpollEvent, 64)
 	idleCheck := time.Now().Add(l.idleInterval())
 	for {
@@ -109,14 +109,13 @@ func (l *loop) run() {
 		l.expire(now)
 		if !now.Before(idleCheck) {
 			if l.idle(now) {
-				return
+				return nil
 			}
 			idleCheck = now.Add(l.idleInterval())
 		}
 		n, err := unix.EpollWait(l.ep, events, waitMillis(now, l.nextDeadline(idleCheck)))
 		if err != nil && !errors.Is(err, unix.EINTR) {
-			l.cfg.Logger.Error("log daemon: waiting for events", "err", err)
-			return
+			return fmt.Errorf("log daemon: waiting for events: %w", err)
 		}
 		stopping := false
 		for _, ev := range events[:max(n, 0)] {
@@ -133,7 +132,7 @@ func (l *loop) run() {
 			}
 		}
 		if stopping {
-			return
+			return nil
 		}
 	}
 }
