@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -48,6 +49,9 @@ func RunDaemon(dir string) int {
 	// needs again; a long-lived process that mostly waits gives it back,
 	// and keeps its heap small (streams allocate little, records briefly).
 	debug.SetGCPercent(25)
+	// One goroutine does the work (Serve's loop): one P is enough, and
+	// saves the garbage collector's state for a second (~150 KiB).
+	runtime.GOMAXPROCS(1)
 	debug.FreeOSMemory()
 	dropImagePages()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
