@@ -88,9 +88,10 @@ func daemonProgram(exe string) string {
 }
 
 // Keep keeps a log daemon running for in until ctx ends: at once, then
-// every interval. A daemon running another binary than in.Daemon (the
-// previous staticlet's) is asked to go, once, and replaced: its forwarders
-// hand their pipes to the new one. While Keep runs, the daemon does not
+// every interval. A daemon running another file than in.Daemon (a
+// previous build's staticlet-logd, or staticlet's binary itself) is asked
+// to go, once, and replaced: its forwarders hand their pipes to the new
+// one. While Keep runs, the daemon does not
 // exit for being idle. Without a daemon to run, Keep returns at once.
 func Keep(ctx context.Context, in Install, interval time.Duration, logger *slog.Logger) error {
 	if in.Daemon == "" {
