@@ -1,6 +1,9 @@
 # staticlet: make demo runs the example pods for real; make test runs every test.
 GO      ?= go
 BIN     := bin/staticlet
+# The log daemon's own program, which staticlet runs from beside itself
+# (internal/logd.DaemonProgram).
+LOGD    := bin/staticlet-logd
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GOARCH  ?= $(shell $(GO) env GOARCH)
 # The Debian package: binary, systemd unit, example config (packaging/).
@@ -17,11 +20,12 @@ all: build
 
 build:
 	$(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/staticlet
+	$(GO) build -trimpath -ldflags "-s -w" -o $(LOGD) ./cmd/staticlet-logd
 
 # nfpm builds it from its own module (packaging/go.mod), so staticlet's
 # go.mod does not carry nfpm's dependencies.
 deb: build
-	cd packaging && $(GO) run ./mkdeb -version "$(VERSION)" -arch "$(GOARCH)" -binary ../$(BIN) -o ../$(DEB)
+	cd packaging && $(GO) run ./mkdeb -version "$(VERSION)" -arch "$(GOARCH)" -binary ../$(BIN) -logd ../$(LOGD) -o ../$(DEB)
 
 # The packages the tests and the demo run against, from Debian's archive.
 # QEMU without its recommends (no GUI, no firmware beyond the BIOS): the VM

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/debroot"
+	"github.com/staticlet/staticlet/internal/logd"
 )
 
 // debPackage returns staticlet's .deb: the one make built (STATICLET_DEB),
@@ -22,13 +23,31 @@ func debPackage(t *testing.T) string {
 	if d := os.Getenv("STATICLET_DEB"); d != "" {
 		return d
 	}
+	bin := binary(t)
 	deb := filepath.Join(t.TempDir(), "staticlet.deb")
-	cmd := exec.Command("go", "run", "./mkdeb", "-version", "dev", "-arch", runtime.GOARCH, "-binary", binary(t), "-o", deb)
+	cmd := exec.Command("go", "run", "./mkdeb", "-version", "dev", "-arch", runtime.GOARCH, "-binary", bin, "-logd", logdProgram(t, bin), "-o", deb)
 	cmd.Dir = filepath.Join("..", "..", "packaging")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the .deb: %v\n%s", err, out)
 	}
 	return deb
+}
+
+// logdProgram returns the log daemon's program that goes with staticlet
+// binary bin: the one beside it (make builds both), or one built here.
+func logdProgram(t *testing.T, bin string) string {
+	t.Helper()
+	beside := filepath.Join(filepath.Dir(bin), logd.DaemonProgram)
+	if _, err := os.Stat(beside); err == nil {
+		return beside
+	}
+	out := filepath.Join(t.TempDir(), logd.DaemonProgram)
+	cmd := exec.Command("go", "build", "-o", out, "../staticlet-logd")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", logd.DaemonProgram, err, b)
+	}
+	return out
 }
 
 // hostPod is a pod a staticlet in a machine can run: on the host's

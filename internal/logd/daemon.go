@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/staticlet/staticlet/internal/logs"
 )
 
 // The files of a daemon's directory.
@@ -44,10 +42,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// readBuffer is what each stream is read through: a record is at most
-// logs.MaxLineSize, and many streams are read at once.
-const readBuffer = 8 * 1024
-
 // RunDaemon is the log daemon program, `log-daemon DIR`. It returns the
 // exit code: 0 also when another daemon holds DIR already.
 func RunDaemon(dir string) int {
@@ -55,6 +49,9 @@ func RunDaemon(dir string) int {
 	// needs again; a long-lived process that mostly waits gives it back,
 	// and keeps its heap small (streams allocate little, records briefly).
 	debug.SetGCPercent(25)
+	// One goroutine does the work (Serve's loop): one P is enough, and
+	// saves the garbage collector's state for a second (~150 KiB).
+	runtime.GOMAXPROCS(1)
 	debug.FreeOSMemory()
 	dropImagePages()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -93,242 +90,46 @@ func Serve(ctx context.Context, dir string, cfg Config) error {
 	}
 	sock := SocketPath(dir)
 	_ = os.Remove(sock) // a dead daemon's; this one holds the lock
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	ln, err := listen(sock)
 	if err != nil {
 		return fmt.Errorf("log daemon: %w", err)
 	}
-	ln.SetUnlinkOnClose(false)
-	d := &daemon{cfg: cfg, dir: dir, streams: map[*stream]bool{}, last: time.Now()}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go d.idleWatch(ctx, cancel)
-	go func() { <-ctx.Done(); ln.Close() }()
-	for {
-		c, err := ln.AcceptUnix()
-		if err != nil {
-			break
-		}
-		d.wg.Add(1)
-		go func() { defer d.wg.Done(); d.handle(c) }()
+	l, err := newLoop(cfg, dir, ln)
+	if err != nil {
+		unix.Close(ln)
+		return err
 	}
-	// Going away: stop reading, write what was read, and let the
-	// forwarders hand their pipes to the next daemon.
+	defer l.close()
+	stopCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); <-stopCtx.Done(); l.stop() }()
+	err = l.run()
+	cancel()
+	wg.Wait()
+	// Going away: no more forwarders, then stop reading, write what was
+	// read, and let the forwarders hand their pipes to the next daemon.
+	unix.Close(ln)
 	_ = os.Remove(sock)
-	d.stopAll()
-	d.wg.Wait()
-	return nil
+	l.finishAll()
+	return err
 }
 
-// daemon is one running log daemon.
-type daemon struct {
-	cfg Config
-	dir string
-	wg  sync.WaitGroup
-
-	// mu guards the fields below.
-	mu      sync.Mutex
-	streams map[*stream]bool
-	last    time.Time // when the last stream ended
-	stopped bool
-}
-
-// stream is one container's output, handed over by its forwarder.
-type stream struct {
-	conn     *net.UnixConn
-	out, err *os.File
-	once     sync.Once
-}
-
-// stop ends the reads of s: they return, and what they read is written.
-func (s *stream) stop() {
-	s.once.Do(func() {
-		s.out.Close()
-		s.err.Close()
-	})
-}
-
-// idleWatch cancels the daemon once it has had no stream for cfg.Idle and
-// no staticlet holds the agent lock.
-func (d *daemon) idleWatch(ctx context.Context, cancel func()) {
-	tick := time.NewTicker(min(d.cfg.Idle/4, 5*time.Second))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		d.mu.Lock()
-		idle := len(d.streams) == 0 && time.Since(d.last) >= d.cfg.Idle
-		d.mu.Unlock()
-		if !idle {
-			continue
-		}
-		// A directory removed since is no staticlet's any more.
-		f, free, err := tryLock(filepath.Join(d.dir, agentLockName), unix.LOCK_EX)
-		if err == nil && free || errors.Is(err, os.ErrNotExist) {
-			if f != nil {
-				f.Close()
-			}
-			cancel()
-			return
-		}
-	}
-}
-
-func (d *daemon) stopAll() {
-	d.mu.Lock()
-	d.stopped = true
-	ss := make([]*stream, 0, len(d.streams))
-	for s := range d.streams {
-		ss = append(ss, s)
-	}
-	d.mu.Unlock()
-	for _, s := range ss {
-		s.stop()
-	}
-}
-
-// handle takes one forwarder's message and writes its container's log
-// until both streams end; then it tells the forwarder so.
-func (d *daemon) handle(c *net.UnixConn) {
-	defer c.Close()
-	cfg, fds, err := receive(c)
+// listen makes the daemon's socket, non-blocking: the loop accepts.
+func listen(path string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		d.cfg.Logger.Warn("a log forwarder's message", "err", err)
-		return
+		return -1, err
 	}
-	s := &stream{conn: c, out: os.NewFile(uintptr(fds[0]), "stdout"), err: os.NewFile(uintptr(fds[1]), "stderr")}
-	defer s.stop()
-	if !d.add(s) {
-		return
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("binding %s: %w", path, err)
 	}
-	defer d.remove(s)
-	w, openErr := logs.NewWriter(logs.WriterConfig{Path: cfg.Path, MaxSize: cfg.MaxSize, MaxFiles: cfg.MaxFiles})
-	if w == nil {
-		d.cfg.Logger.Warn("a container's log", "path", cfg.Path, "err", openErr)
-		return
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("listening on %s: %w", path, err)
 	}
-	if openErr != nil {
-		d.cfg.Logger.Warn("a container's log; dropping output until it can be opened", "path", cfg.Path, "err", openErr)
-	}
-	// Each stream is copied by a goroutine of its own; stdout's is this
-	// one, which then waits for stderr's, or for the forwarder to go.
-	errDone := make(chan struct{})
-	copyStream := func(name string, f *os.File) {
-		if err := w.CopyBuffer(name, f, make([]byte, readBuffer)); err != nil && !errors.Is(err, os.ErrClosed) {
-			d.cfg.Logger.Warn("reading a container's output", "path", cfg.Path, "err", err)
-		}
-	}
-	go func() { copyStream(logs.Stderr, s.err); close(errDone) }()
-	gone := make(chan struct{})
-	go func() {
-		// The forwarder sends nothing more: a read ends when it went,
-		// having stopped waiting (the task is gone, or a process of the
-		// container keeps the pipes open). What is left is read for
-		// Drain more.
-		var b [1]byte
-		_, _ = c.Read(b[:])
-		close(gone)
-		select {
-		case <-errDone:
-		case <-time.After(d.cfg.Drain):
-		}
-		s.stop()
-	}()
-	copyStream(logs.Stdout, s.out)
-	<-errDone
-	finished := true
-	select {
-	case <-gone:
-		finished = false
-	default:
-	}
-	if err := w.Close(); err != nil {
-		d.cfg.Logger.Warn("closing a container's log", "path", cfg.Path, "err", err)
-	}
-	if n := w.Dropped(); n > 0 {
-		d.cfg.Logger.Warn("output that could not be written", "path", cfg.Path, "bytes", n)
-	}
-	d.mu.Lock()
-	stopped := d.stopped
-	d.mu.Unlock()
-	if finished && !stopped {
-		_, _ = c.Write([]byte{'d'})
-	}
-}
-
-// add registers s, unless the daemon is going away.
-func (d *daemon) add(s *stream) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped {
-		return false
-	}
-	d.streams[s] = true
-	return true
-}
-
-func (d *daemon) remove(s *stream) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.streams, s)
-	d.last = time.Now()
-}
-
-// maxMessage bounds a forwarder's message: its arguments.
-const maxMessage = 8192
-
-// receive reads a forwarder's message: its arguments, NUL-terminated
-// (the program, then the driver's key-value pairs), and the two
-// descriptors, stdout's and stderr's, set non-blocking so that closing
-// them ends their reads.
-func receive(c *net.UnixConn) (logs.DriverConfig, [2]int, error) {
-	var fds [2]int
-	buf := make([]byte, maxMessage)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
-	_ = c.SetReadDeadline(time.Time{})
-	if err != nil {
-		return logs.DriverConfig{}, fds, err
-	}
-	var got []int
-	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
-		for _, m := range msgs {
-			if rights, err := unix.ParseUnixRights(&m); err == nil {
-				got = append(got, rights...)
-			}
-		}
-	}
-	closeAll := func() {
-		for _, fd := range got {
-			unix.Close(fd)
-		}
-	}
-	if len(got) != 2 {
-		closeAll()
-		return logs.DriverConfig{}, fds, fmt.Errorf("%d descriptors, want stdout's and stderr's", len(got))
-	}
-	args := strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00")
-	if len(args) < 1 {
-		closeAll()
-		return logs.DriverConfig{}, fds, errors.New("no arguments")
-	}
-	cfg, err := logs.ParseDriverArgs(args[1:])
-	if err != nil {
-		closeAll()
-		return cfg, fds, err
-	}
-	for i, fd := range got {
-		unix.CloseOnExec(fd)
-		if err := unix.SetNonblock(fd, true); err != nil {
-			closeAll()
-			return cfg, fds, err
-		}
-		fds[i] = fd
-	}
-	return cfg, fds, nil
+	return fd, nil
 }
 
 // tryLock opens path and takes flock how (LOCK_EX or LOCK_SH) on it

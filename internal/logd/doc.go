@@ -16,10 +16,14 @@
 // 10 s for that, so that a deleted task's log is complete; with no daemon
 // to hand the pipes to, it exits at once.
 //
-// The daemon is a copy of staticlet's binary run as `log-daemon DIR`; one
-// runs per root dir, holding DIR/lock. It writes the CRI log format with
+// The daemon is a program of its own, cmd/staticlet-logd, or staticlet's
+// binary where that is not installed beside it, run as `log-daemon DIR`;
+// one runs per root dir, holding DIR/lock. It writes the CRI log format with
 // rotation (package logs), while staticlet is stopped or restarting as
 // well: staticlet starts it when it is missing, and it exits once no
 // container has been logging through it for a while and no staticlet is
-// running (DIR/agent.lock).
+// running (DIR/agent.lock). It reads every container's pipes from one
+// goroutine, through one epoll set and one buffer, so that a container
+// costs it a few hundred bytes of state; Serve owns that goroutine and
+// returns once it ended.
 package logd

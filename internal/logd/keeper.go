@@ -24,13 +24,21 @@ type Install struct {
 	// or where there is none for the architecture a copy of staticlet as
 	// the log driver itself (logs.RunDriver).
 	Driver string
-	// Daemon is the staticlet binary that runs the daemon: staticlet's
-	// own file, so that the two share its pages; empty without a
-	// forwarder.
+	// Daemon is the program that runs the daemon: DaemonProgram beside
+	// staticlet's binary, or staticlet's binary itself where there is
+	// none; empty without a forwarder.
 	Daemon string
 	// Dir is the daemon's directory.
 	Dir string
 }
+
+// DaemonProgram is the name of the daemon's own program
+// (cmd/staticlet-logd), which Setup looks for beside staticlet's binary.
+// It holds the daemon alone: staticlet's binary initialises its Kubernetes
+// and containerd packages before main can tell it is to be the daemon,
+// which leaves a long-lived process megabytes of heap and touched code
+// that the daemon never uses.
+const DaemonProgram = "staticlet-logd"
 
 // Dir is the log daemon's directory under a root dir.
 func Dir(rootDir string) string { return filepath.Join(rootDir, "logd") }
@@ -40,7 +48,8 @@ func Dir(rootDir string) string { return filepath.Join(rootDir, "logd") }
 // binary (exe) to <rootDir>/bin/log-driver, each renamed into place only
 // when it changed, so that running ones keep their files. Under the root
 // dir is where a shim in another mount namespace finds them. The daemon
-// runs exe itself: staticlet starts it, in its own mount namespace.
+// runs DaemonProgram from exe's directory, or exe itself where that is
+// missing: staticlet starts it, in its own mount namespace.
 func Setup(rootDir, exe string) (Install, error) {
 	bin, err := filepath.Abs(filepath.Join(rootDir, "bin"))
 	if err != nil {
@@ -65,13 +74,24 @@ func Setup(rootDir, exe string) (Install, error) {
 	if err := install.Bytes(fwd, forwarder); err != nil {
 		return Install{}, fmt.Errorf("writing the log forwarder: %w", err)
 	}
-	return Install{Driver: forwarder, Daemon: exe, Dir: dir}, nil
+	return Install{Driver: forwarder, Daemon: daemonProgram(exe), Dir: dir}, nil
+}
+
+// daemonProgram is DaemonProgram beside exe when it is an executable
+// file there, and exe otherwise.
+func daemonProgram(exe string) string {
+	own := filepath.Join(filepath.Dir(exe), DaemonProgram)
+	if st, err := os.Stat(own); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+		return own
+	}
+	return exe
 }
 
 // Keep keeps a log daemon running for in until ctx ends: at once, then
-// every interval. A daemon running another binary than in.Daemon (the
-// previous staticlet's) is asked to go, once, and replaced: its forwarders
-// hand their pipes to the new one. While Keep runs, the daemon does not
+// every interval. A daemon running another file than in.Daemon (a
+// previous build's staticlet-logd, or staticlet's binary itself) is asked
+// to go, once, and replaced: its forwarders hand their pipes to the new
+// one. While Keep runs, the daemon does not
 // exit for being idle. Without a daemon to run, Keep returns at once.
 func Keep(ctx context.Context, in Install, interval time.Duration, logger *slog.Logger) error {
 	if in.Daemon == "" {

@@ -3,6 +3,7 @@ package logd
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -144,11 +145,17 @@ type container struct {
 
 func (h *harness) forwarder() *container {
 	h.t.Helper()
+	return h.forwarderTo(h.logPath)
+}
+
+// forwarderTo is a forwarder of a container that logs to logPath.
+func (h *harness) forwarderTo(logPath string) *container {
+	h.t.Helper()
 	outR, outW := pipe(h.t)
 	errR, errW := pipe(h.t)
 	readyR, readyW := pipe(h.t)
 	args := append(append([]string{}, h.wrap...), h.prog)
-	for k, v := range (logs.DriverConfig{Path: h.logPath, MaxSize: 1 << 20, MaxFiles: 2}).Args() {
+	for k, v := range (logs.DriverConfig{Path: logPath, MaxSize: 1 << 20, MaxFiles: 2}).Args() {
 		args = append(args, k, v)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
@@ -180,8 +187,11 @@ func pipe(t *testing.T) (*os.File, *os.File) {
 }
 
 // lines returns the contents of the log's records, stream:line.
-func (h *harness) lines() []string {
-	b, _ := os.ReadFile(h.logPath)
+func (h *harness) lines() []string { return h.linesOf(h.logPath) }
+
+// linesOf returns the contents of the records of the log at path.
+func (h *harness) linesOf(path string) []string {
+	b, _ := os.ReadFile(path)
 	var out []string
 	for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 		if l == "" {
@@ -388,4 +398,148 @@ func TestIdleExitDirectoryGone(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a daemon whose directory is gone did not exit")
 	}
+}
+
+// TestSetupDaemonProgram: the daemon runs the daemon's own program where
+// it is an executable file beside staticlet's binary, and staticlet's
+// binary otherwise.
+func TestSetupDaemonProgram(t *testing.T) {
+	tests := []struct {
+		name   string
+		beside os.FileMode // the mode of DaemonProgram beside exe; 0: none
+		want   string      // "own" or "exe"
+	}{
+		{"beside staticlet", 0o755, "own"},
+		{"missing", 0, "exe"},
+		{"not executable", 0o644, "exe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := t.TempDir()
+			exe := filepath.Join(bin, "staticlet")
+			own := filepath.Join(bin, DaemonProgram)
+			if tt.beside != 0 {
+				if err := os.WriteFile(own, []byte("#!/bin/sh\n"), tt.beside); err != nil {
+					t.Fatal(err)
+				}
+			}
+			in, err := Setup(t.TempDir(), exe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Daemon == "" {
+				t.Skipf("no forwarder for %s: no daemon", runtime.GOARCH)
+			}
+			want := map[string]string{"own": own, "exe": exe}[tt.want]
+			if in.Daemon != want {
+				t.Errorf("Setup: Daemon = %s, want %s", in.Daemon, want)
+			}
+		})
+	}
+}
+
+// TestManyContainers: one daemon writes the logs of many containers at
+// once, each line to its own container's log, each stream's lines in the
+// order written, and tells each forwarder when its streams ended.
+func TestManyContainers(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	h.daemon(Config{})
+	const n, lines = 20, 50
+	cs := make([]*container, n)
+	paths := make([]string, n)
+	for i := range cs {
+		paths[i] = filepath.Join(filepath.Dir(h.logPath), fmt.Sprintf("c%d.log", i))
+		cs[i] = h.forwarderTo(paths[i])
+	}
+	var want [n]map[string][]string // by stream
+	for j := range lines {
+		for i, c := range cs {
+			out, stream := c.out, "stdout"
+			if j%3 == 0 {
+				out, stream = c.err, "stderr"
+			}
+			if want[i] == nil {
+				want[i] = map[string][]string{}
+			}
+			line := fmt.Sprintf("c%d line %d", i, j)
+			fmt.Fprintln(out, line)
+			want[i][stream] = append(want[i][stream], line)
+		}
+	}
+	for i, c := range cs {
+		c.out.Close()
+		c.err.Close()
+		if err := c.cmd.Wait(); err != nil {
+			t.Errorf("forwarder %d at the end of its streams: %v, want exit 0", i, err)
+		}
+		// Across two pipes, the order of lines is not known.
+		got := map[string][]string{}
+		for _, l := range h.linesOf(paths[i]) {
+			stream, line, _ := strings.Cut(l, ":")
+			got[stream] = append(got[stream], line)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want[i]) {
+			t.Errorf("log %d = %q, want %q", i, got, want[i])
+		}
+	}
+}
+
+// TestDrainAfterForwarderGone: when a forwarder goes away while the
+// container's pipes stay open, the daemon reads them for Drain more, then
+// lets go of them (the writer sees EPIPE once nobody reads), and serves
+// the next container meanwhile.
+func TestDrainAfterForwarderGone(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	h.daemon(Config{Drain: 300 * time.Millisecond})
+	c := h.forwarder()
+	fmt.Fprintln(c.out, "before")
+	h.waitLines("stdout:before")
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+	fmt.Fprint(c.out, "unterminated")
+	waitFor(t, "the daemon to stop reading the pipe", func() (bool, string) {
+		_, err := c.out.Write([]byte("x"))
+		return errors.Is(err, syscall.EPIPE), fmt.Sprint(err)
+	})
+	if got := h.lines(); len(got) < 2 || got[0] != "stdout:before" || !strings.HasPrefix(got[1], "stdout:unterminated") {
+		t.Errorf("log %q, want the line before and the unterminated one read during the drain", got)
+	}
+	next := h.forwarderTo(filepath.Join(filepath.Dir(h.logPath), "next.log"))
+	fmt.Fprintln(next.out, "next")
+	waitFor(t, "the next container's line", func() (bool, string) {
+		got := h.linesOf(filepath.Join(filepath.Dir(h.logPath), "next.log"))
+		return strings.Join(got, "|") == "stdout:next", strings.Join(got, "|")
+	})
+}
+
+// TestBadForwarders: a connection that closes before its message, and a
+// message without the two descriptors, are dropped, and the daemon goes
+// on serving.
+func TestBadForwarders(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	h.daemon(Config{})
+	addr := &unix.SockaddrUnix{Name: SocketPath(h.dir)}
+	for _, name := range []string{"closed at once", "no descriptors"} {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Connect(fd, addr); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if name == "no descriptors" {
+			if _, err := unix.Write(fd, []byte("forwarder\x00log-driver\x00/x.log\x00")); err != nil {
+				t.Fatal(err)
+			}
+			// The daemon hangs up on it.
+			var b [1]byte
+			if n, err := unix.Read(fd, b[:]); n != 0 || err != nil {
+				t.Errorf("%s: read %d, %v; want the daemon to hang up", name, n, err)
+			}
+		}
+		unix.Close(fd)
+	}
+	c := h.forwarder()
+	fmt.Fprintln(c.out, "served")
+	h.waitLines("stdout:served")
 }

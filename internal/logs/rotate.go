@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -30,11 +31,20 @@ type rotator struct {
 	cfg     WriterConfig
 	f       *os.File // nil while the file cannot be opened
 	size    int64    // bytes in the live file
-	buf     []byte   // records not yet written
-	scratch []byte   // one encoded record
+	buf     *[]byte  // records not yet written; from recordBuffers, nil between flushes
 	retry   time.Time
 	dropped int64
 }
+
+// recordBuffers hold the records of a chunk between their encoding and
+// their write, for every Writer of the process: one that is idle holds
+// none, and a process writing many containers' logs keeps a few buffers
+// rather than one per container, each as large as its largest chunk.
+var recordBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxKeptBuffer is the capacity past which a record buffer is let go
+// rather than kept for the next chunk, after a burst.
+const maxKeptBuffer = 1 << 20
 
 // open opens the live file for appending.
 func (r *rotator) open(now time.Time) error {
@@ -51,46 +61,61 @@ func (r *rotator) open(now time.Time) error {
 	return err
 }
 
-// record adds one record, rotating first if it would not fit.
+// record adds one record, rotating first if it would not fit. It is
+// encoded at the end of the buffer; when it does not fit, the records
+// before it are written, the file rotated, and it moves to the front.
 func (r *rotator) record(now time.Time, stream string, partial bool, content []byte) {
-	r.scratch = AppendRecord(r.scratch[:0], now, stream, partial, content)
-	n := int64(len(r.scratch))
+	if r.buf == nil {
+		r.buf = recordBuffers.Get().(*[]byte)
+	}
+	start := len(*r.buf)
+	*r.buf = AppendRecord(*r.buf, now, stream, partial, content)
+	n := int64(len(*r.buf) - start)
 	if r.cfg.MaxSize > 0 && r.f != nil {
-		if used := r.size + int64(len(r.buf)); used > 0 && used+n > r.cfg.MaxSize {
-			r.flush(now)
+		if used := r.size + int64(start); used > 0 && used+n > r.cfg.MaxSize {
+			r.write(now, (*r.buf)[:start])
 			r.rotate(now)
+			*r.buf = (*r.buf)[:copy(*r.buf, (*r.buf)[start:])]
 		}
 	}
-	r.buf = append(r.buf, r.scratch...)
 }
 
 // flush writes the buffered records, or drops them when the file is not
-// usable.
+// usable, and gives the buffer back.
 func (r *rotator) flush(now time.Time) {
-	if len(r.buf) == 0 {
+	if r.buf == nil {
+		return
+	}
+	r.write(now, *r.buf)
+	if cap(*r.buf) <= maxKeptBuffer {
+		*r.buf = (*r.buf)[:0]
+		recordBuffers.Put(r.buf)
+	}
+	r.buf = nil
+}
+
+// write writes records b to the file, or counts them as dropped when the
+// file is not usable.
+func (r *rotator) write(now time.Time, b []byte) {
+	if len(b) == 0 {
 		return
 	}
 	if r.f == nil && !now.Before(r.retry) {
 		_ = r.open(now) // the records are counted as dropped below
 	}
 	if r.f == nil {
-		r.dropped += int64(len(r.buf))
-		r.buf = r.buf[:0]
+		r.dropped += int64(len(b))
 		return
 	}
-	n, err := r.f.Write(r.buf)
+	n, err := r.f.Write(b)
 	r.size += int64(n)
 	if err != nil {
-		r.dropped += int64(len(r.buf) - n)
+		r.dropped += int64(len(b) - n)
 		// Start afresh with a new descriptor later: the file may have
 		// been removed or its filesystem remounted.
 		r.f.Close()
 		r.f = nil
 		r.retry = now.Add(reopenDelay)
-	}
-	r.buf = r.buf[:0]
-	if cap(r.buf) > 1<<20 {
-		r.buf = nil // do not keep a huge buffer after a burst
 	}
 }
 

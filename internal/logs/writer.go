@@ -25,21 +25,38 @@ type WriterConfig struct {
 }
 
 // Writer writes the output of a container's stdout and stderr as CRI
-// records into a rotated log file. Each stream is fed by its own Copy; the
-// records of one read of a stream are written with one write(2), so lines
-// of the two streams interleave only at record boundaries.
+// records into a rotated log file. Each stream is fed by its own Copy, or
+// chunk by chunk with Feed and EndStream; the records of one chunk are
+// written with one write(2), so lines of the two streams interleave only
+// at record boundaries.
 //
 // A Writer never blocks or fails its streams because of the file: when the
 // file cannot be opened or written (disk full, directory removed), the
 // records are dropped and the file is opened again at most once a second.
+//
+// An idle Writer holds no buffer but a stream's unfinished line: a log
+// daemon keeps one for every container of the node.
 type Writer struct {
 	now func() time.Time
 
 	// mu guards the fields below.
 	mu     sync.Mutex
 	file   *rotator
-	lines  map[string]*splitter // by stream
+	lines  [2]splitter // Stdout's and Stderr's
 	closed bool
+}
+
+// streams are the streams of a Writer, in the order of its lines.
+var streams = [2]string{Stdout, Stderr}
+
+// streamIndex is the index of stream in streams.
+func streamIndex(stream string) (int, error) {
+	for i, s := range streams {
+		if s == stream {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("log writer: unknown stream %q", stream)
 }
 
 // NewWriter returns a Writer for cfg and opens its file. An error opening
@@ -55,11 +72,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Writer{
-		now:   cfg.Now,
-		file:  &rotator{cfg: cfg},
-		lines: map[string]*splitter{Stdout: {}, Stderr: {}},
-	}
+	w := &Writer{now: cfg.Now, file: &rotator{cfg: cfg}}
 	return w, w.file.open(cfg.Now())
 }
 
@@ -67,22 +80,17 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 // writes it as records. At the end, an unterminated last line is written as
 // a full record. It returns nil at EOF.
 func (w *Writer) Copy(stream string, r io.Reader) error {
-	return w.CopyBuffer(stream, r, make([]byte, 64*1024))
-}
-
-// CopyBuffer is Copy reading through buf: a smaller buffer for a process
-// that copies many streams at once.
-func (w *Writer) CopyBuffer(stream string, r io.Reader, buf []byte) error {
-	if _, ok := w.lines[stream]; !ok {
-		return fmt.Errorf("log writer: unknown stream %q", stream)
+	if _, err := streamIndex(stream); err != nil {
+		return err
 	}
+	buf := make([]byte, 64*1024)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			w.write(stream, buf[:n])
+			_ = w.Feed(stream, buf[:n])
 		}
 		if err != nil {
-			w.endStream(stream)
+			_ = w.EndStream(stream)
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -91,33 +99,48 @@ func (w *Writer) CopyBuffer(stream string, r io.Reader, buf []byte) error {
 	}
 }
 
-// write turns one chunk of a stream into records and writes them.
-func (w *Writer) write(stream string, chunk []byte) {
+// Feed writes chunk, the next bytes read from stream (Stdout or Stderr),
+// as records, all with the time of now: its complete lines, and parts of
+// MaxLineSize bytes of a line that grows longer. The rest of a line waits
+// for the stream's next chunk or its end. Chunks fed once the Writer is
+// closed are dropped.
+func (w *Writer) Feed(stream string, chunk []byte) error {
+	i, err := streamIndex(stream)
+	if err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return
+		return nil
 	}
 	now := w.now()
-	w.lines[stream].feed(chunk, func(content []byte, partial bool) {
+	w.lines[i].feed(chunk, func(content []byte, partial bool) {
 		w.file.record(now, stream, partial, content)
 	})
 	w.file.flush(now)
+	return nil
 }
 
-// endStream writes what is left of a stream's last line.
-func (w *Writer) endStream(stream string) {
+// EndStream writes what is left of stream's last line, unterminated, as a
+// full record: the stream ended, or is read no more.
+func (w *Writer) EndStream(stream string) error {
+	i, err := streamIndex(stream)
+	if err != nil {
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return
+		return nil
 	}
-	w.flushStream(stream, w.now())
+	w.flushStream(i, w.now())
+	return nil
 }
 
-func (w *Writer) flushStream(stream string, now time.Time) {
-	w.lines[stream].end(func(content []byte, partial bool) {
-		w.file.record(now, stream, partial, content)
+func (w *Writer) flushStream(i int, now time.Time) {
+	w.lines[i].end(func(content []byte, partial bool) {
+		w.file.record(now, streams[i], partial, content)
 	})
 	w.file.flush(now)
 }
@@ -131,8 +154,8 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	now := w.now()
-	w.flushStream(Stdout, now)
-	w.flushStream(Stderr, now)
+	w.flushStream(0, now)
+	w.flushStream(1, now)
 	w.closed = true
 	return w.file.close()
 }
@@ -166,7 +189,7 @@ func (s *splitter) feed(chunk []byte, emit func(content []byte, partial bool)) {
 			s.line = append(s.line, chunk[:i]...)
 			s.emitParts(emit)
 			emit(s.line, false)
-			s.line = s.line[:0]
+			s.reset()
 		}
 		chunk = chunk[i+1:]
 	}
@@ -190,6 +213,19 @@ func (s *splitter) emitParts(emit func([]byte, bool)) {
 func (s *splitter) end(emit func([]byte, bool)) {
 	if len(s.line) > 0 {
 		emit(s.line, false)
-		s.line = s.line[:0]
+		s.reset()
 	}
+}
+
+// keptLine is the capacity of a splitter's buffer past which it lets it go
+// once its line is emitted, rather than keep the largest line it saw.
+const keptLine = 1024
+
+// reset empties the pending line.
+func (s *splitter) reset() {
+	if cap(s.line) > keptLine {
+		s.line = nil
+		return
+	}
+	s.line = s.line[:0]
 }

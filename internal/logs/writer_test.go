@@ -361,6 +361,54 @@ func TestWriterDropsWithoutFile(t *testing.T) {
 	}
 }
 
+// TestWriterFeed: chunks of both streams fed one after the other become
+// records in the order they were fed, a line split across chunks waits
+// for its end, EndStream writes an unterminated line, and an unknown
+// stream is refused.
+func TestWriterFeed(t *testing.T) {
+	w := newTestWriter(t, WriterConfig{})
+	feeds := []struct{ stream, chunk string }{
+		{Stdout, "out-1\nout-2 be"}, {Stderr, "err-1\n"}, {Stdout, "gins\n"}, {Stderr, "err-2, no newline"},
+	}
+	for _, f := range feeds {
+		if err := w.Feed(f.stream, []byte(f.chunk)); err != nil {
+			t.Fatalf("Feed(%s, %q): %v", f.stream, f.chunk, err)
+		}
+	}
+	if err := w.EndStream(Stderr); err != nil {
+		t.Fatalf("EndStream(%s): %v", Stderr, err)
+	}
+	if err := w.Feed("stdin", []byte("x\n")); err == nil {
+		t.Error("Feed(stdin) = nil, want an error")
+	}
+	if err := w.EndStream("stdin"); err == nil {
+		t.Error("EndStream(stdin) = nil, want an error")
+	}
+	w.Close()
+	want := []rec{{Stdout, false, "out-1"}, {Stderr, false, "err-1"}, {Stdout, false, "out-2 begins"}, {Stderr, false, "err-2, no newline"}}
+	if got := readRecords(t, w.file.cfg.Path); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("records = %v\nwant %v", got, want)
+	}
+}
+
+// TestWriterIdleHoldsNoBuffer: between chunks a Writer keeps no record
+// buffer, nor the buffer of a long line once the line is written.
+func TestWriterIdleHoldsNoBuffer(t *testing.T) {
+	w := newTestWriter(t, WriterConfig{})
+	long := strings.Repeat("x", 3*MaxLineSize)
+	for _, chunk := range []string{long[:MaxLineSize/2], long[MaxLineSize/2:], "\nshort, then idle\n"} {
+		if err := w.Feed(Stdout, []byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.file.buf != nil {
+		t.Errorf("record buffer of %d bytes kept after a chunk", cap(*w.file.buf))
+	}
+	if c := cap(w.lines[0].line); c > keptLine {
+		t.Errorf("line buffer of %d bytes kept after the long line ended", c)
+	}
+}
+
 func TestNewWriterRejects(t *testing.T) {
 	for _, cfg := range []WriterConfig{{}, {Path: "/x", MaxSize: 10, MaxFiles: 1}, {Path: "/x", MaxSize: -1}} {
 		if w, err := NewWriter(cfg); w != nil || err == nil {

@@ -8,7 +8,8 @@
 // relative to:
 //
 //	go run ./mkdeb -version "$(git describe --tags --always --dirty)" \
-//	    -arch amd64 -binary ../bin/staticlet -o ../bin/staticlet.deb
+//	    -arch amd64 -binary ../bin/staticlet -logd ../bin/staticlet-logd \
+//	    -o ../bin/staticlet.deb
 package main
 
 import (
@@ -28,19 +29,20 @@ func main() {
 	version := flag.String("version", "", "staticlet's version, as git describe prints it")
 	arch := flag.String("arch", "amd64", "Debian architecture (GOARCH names are the same for amd64 and arm64)")
 	binary := flag.String("binary", "", "the staticlet binary to package")
+	logd := flag.String("logd", "", "the log daemon's program (cmd/staticlet-logd) to package")
 	out := flag.String("o", "", "the .deb to write")
 	flag.Parse()
-	if err := build(*config, *version, *arch, *binary, *out); err != nil {
+	if err := build(*config, *version, *arch, *binary, *logd, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "mkdeb:", err)
 		os.Exit(1)
 	}
 }
 
-func build(config, version, arch, binary, out string) error {
-	if binary == "" || out == "" {
-		return errors.New("-binary and -o are required")
+func build(config, version, arch, binary, logd, out string) error {
+	if binary == "" || logd == "" || out == "" {
+		return errors.New("-binary, -logd and -o are required")
 	}
-	vars := map[string]string{"VERSION": debVersion(version), "ARCH": arch, "BINARY": binary}
+	vars := map[string]string{"VERSION": debVersion(version), "ARCH": arch, "BINARY": binary, "LOGD": logd}
 	cfg, err := nfpm.ParseFileWithEnvMapping(config, func(name string) string { return vars[name] })
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", config, err)
