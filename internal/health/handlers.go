@@ -83,7 +83,8 @@ func timeoutOf(pr *v1.Probe) time.Duration {
 // the probe goes to the pod: its IP when it has one, 127.0.0.1 under
 // hostNetwork, else 127.0.0.1 dialled inside the pod's network namespace.
 func target(rt Runtime, t pod.ProbeTarget, host string) (string, dialFunc) {
-	d := &net.Dialer{FallbackDelay: -1}
+	// A probe's connection lives for one exchange: no keep-alive to set up.
+	d := &net.Dialer{FallbackDelay: -1, KeepAlive: -1}
 	switch {
 	case host != "":
 		return host, d.DialContext
