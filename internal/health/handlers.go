@@ -1,15 +1,11 @@
 package health
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -87,7 +83,8 @@ func timeoutOf(pr *v1.Probe) time.Duration {
 // the probe goes to the pod: its IP when it has one, 127.0.0.1 under
 // hostNetwork, else 127.0.0.1 dialled inside the pod's network namespace.
 func target(rt Runtime, t pod.ProbeTarget, host string) (string, dialFunc) {
-	d := &net.Dialer{FallbackDelay: -1}
+	// A probe's connection lives for one exchange: no keep-alive to set up.
+	d := &net.Dialer{FallbackDelay: -1, KeepAlive: -1}
 	switch {
 	case host != "":
 		return host, d.DialContext
@@ -130,39 +127,22 @@ func execCheck(rt Runtime, id string, cmd []string, timeout time.Duration) check
 // success. As with the kubelet, certificates are not verified, each probe
 // opens a new connection, redirects to the same host are followed (at most
 // 10) and one to another host is a success with a warning.
-//
-// The request is written and the response read on the caller's goroutine,
-// over a connection of its own, with no http.Transport: a probe runs every
-// second for every container, and the transport's per-connection
-// goroutines cost more CPU than the exchange itself.
 func httpCheck(g *v1.HTTPGetAction, host string, port int, dial dialFunc) check {
 	u := pod.HTTPGetURL(g, host, port)
 	if u.Path == "" {
 		u.Path = "/"
 	}
-	header := http.Header{}
-	hostHeader := ""
+	c := &httpGet{dial: dial, url: u, headers: fixedHeaders(g.HTTPHeaders)}
 	for _, h := range g.HTTPHeaders {
 		if http.CanonicalHeaderKey(h.Name) == "Host" {
-			hostHeader = h.Value
-			continue
+			c.hostHeader = h.Value
 		}
-		header.Add(h.Name, h.Value)
 	}
-	if header.Get("User-Agent") == "" {
-		header.Set("User-Agent", userAgent)
-	}
-	if header.Get("Accept") == "" {
-		header.Set("Accept", "*/*")
-	}
-	header.Set("Connection", "close")
-	var fixed strings.Builder
-	_ = header.Write(&fixed) // a strings.Builder does not fail
-	headers := fixed.String()
+	c.first = c.request(u)
 	return func(ctx context.Context) (string, error) {
 		cur := u
 		for redirects := 0; ; redirects++ {
-			code, location, body, err := httpGetOnce(ctx, dial, cur, hostHeader, headers)
+			code, location, body, err := c.get(ctx, cur)
 			if err != nil {
 				switch {
 				case ctx.Err() != nil:
@@ -171,7 +151,7 @@ func httpCheck(g *v1.HTTPGetAction, host string, port int, dial dialFunc) check 
 					// The socket's deadline is the probe's timeout.
 					return "", fmt.Errorf("GET %s: %w", cur.Redacted(), context.DeadlineExceeded)
 				}
-				return "", err
+				return "", fmt.Errorf("GET %s: %w", cur.Redacted(), err)
 			}
 			if code >= http.StatusMultipleChoices && code < http.StatusBadRequest && location != "" {
 				next, err := cur.Parse(location)
@@ -194,52 +174,26 @@ func httpCheck(g *v1.HTTPGetAction, host string, port int, dial dialFunc) check 
 	}
 }
 
-// httpGetOnce sends one GET for u and returns the status, the Location
-// header and up to bodyLimit bytes of the body.
-func httpGetOnce(ctx context.Context, dial dialFunc, u *url.URL, hostHeader, headers string) (code int, location string, body []byte, err error) {
-	addr := u.Host
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
+// fixedHeaders are the header lines of every request of an HTTP probe
+// but Host, each ending in CRLF: those of the probe, then the kubelet's
+// User-Agent and Accept where the probe sets none, and Connection: close.
+func fixedHeaders(hs []v1.HTTPHeader) string {
+	header := http.Header{}
+	for _, h := range hs {
+		if http.CanonicalHeaderKey(h.Name) != "Host" {
+			header.Add(h.Name, h.Value)
 		}
-		addr = net.JoinHostPort(u.Hostname(), port)
 	}
-	conn, err := dial(ctx, "tcp", addr)
-	if err != nil {
-		return 0, "", nil, err
+	if header.Get("User-Agent") == "" {
+		header.Set("User-Agent", userAgent)
 	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
+	if header.Get("Accept") == "" {
+		header.Set("Accept", "*/*")
 	}
-	// A cancelled probe must not wait for its deadline.
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if u.Scheme == "https" {
-		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: u.Hostname()}) //nolint:gosec // as the kubelet: probes do not verify
-		if err := tc.HandshakeContext(ctx); err != nil {
-			return 0, "", nil, err
-		}
-		conn = tc
-	}
-	if hostHeader == "" {
-		hostHeader = u.Host
-	}
-	req := "GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + hostHeader + "\r\n" + headers + "\r\n"
-	if _, err := io.WriteString(conn, req); err != nil {
-		return 0, "", nil, err
-	}
-	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 4096), nil)
-	if err != nil {
-		return 0, "", nil, err
-	}
-	defer resp.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(resp.Body, bodyLimit))
-	if err != nil {
-		return 0, "", nil, err
-	}
-	return resp.StatusCode, resp.Header.Get("Location"), body, nil
+	header.Set("Connection", "close")
+	var b strings.Builder
+	_ = header.Write(&b) // a strings.Builder does not fail
+	return b.String()
 }
 
 // tcpCheck succeeds when a connection to addr opens.
