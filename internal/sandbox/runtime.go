@@ -158,8 +158,8 @@ type Config struct {
 	// it waited, so that the image is looked for again first.
 	AwaitImports func(ctx context.Context) bool
 	// ShimSpread is how many shared shims of a QoS class new pods spread
-	// over before any is full (shims.go); default the number of CPUs, at
-	// most 4.
+	// over before any is full (shims.go); default twice the number of
+	// CPUs, at most 4.
 	ShimSpread int
 	// CallTimeout bounds each containerd call; default 30s.
 	CallTimeout time.Duration
@@ -220,7 +220,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg.CallTimeout = 30 * time.Second
 	}
 	if cfg.ShimSpread <= 0 {
-		cfg.ShimSpread = min(goruntime.NumCPU(), 4)
+		cfg.ShimSpread = min(2*goruntime.NumCPU(), 4)
 	}
 	if len(cfg.PauseArgs) == 0 {
 		cfg.PauseArgs = []string{"pause"}
