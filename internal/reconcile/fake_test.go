@@ -360,17 +360,29 @@ func (f *fakeRuntime) setImage(image string, present bool, pullErr error) {
 	f.pullErr[image] = pullErr
 }
 
+// passGate waits, f.mu released meanwhile, until gate (nil: none) is
+// closed or ctx is done. f.mu is held on return.
+func (f *fakeRuntime) passGate(ctx context.Context, gate chan struct{}) error {
+	if gate == nil {
+		return nil
+	}
+	f.mu.Unlock()
+	defer f.mu.Lock()
+	select {
+	case <-gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (f *fakeRuntime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
-	if r, ok := f.recs[id]; ok && r.Kind == pod.KindSandbox && r.State == pod.TaskRunning && f.sandboxStopGate != nil {
-		gate := f.sandboxStopGate
-		f.mu.Unlock()
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
+	if r, ok := f.recs[id]; ok && r.Kind == pod.KindSandbox && r.State == pod.TaskRunning {
+		if err := f.passGate(ctx, f.sandboxStopGate); err != nil {
+			f.mu.Unlock()
+			return err
 		}
-		f.mu.Lock()
 	}
 	defer f.mu.Unlock()
 	r, ok := f.recs[id]
@@ -428,14 +440,9 @@ func (f *fakeRuntime) setHook(hook, name string, h fakeHook) {
 
 func (f *fakeRuntime) RemoveContainer(ctx context.Context, id string) error {
 	f.mu.Lock()
-	if gate := f.removeGate; gate != nil {
+	if err := f.passGate(ctx, f.removeGate); err != nil {
 		f.mu.Unlock()
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		f.mu.Lock()
+		return err
 	}
 	defer f.mu.Unlock()
 	r, ok := f.recs[id]
