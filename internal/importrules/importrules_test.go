@@ -69,6 +69,8 @@ type rule struct {
 var rules = map[string]rule{
 	// The command: flags, wiring, client subcommands.
 	"cmd/staticlet": {product, []string{"..."}},
+	// The log daemon's own program: the daemon and nothing else.
+	"cmd/staticlet-logd": {product, []string{"internal/logd"}},
 
 	// The vocabulary every package shares.
 	"internal/pod": {product, nil},

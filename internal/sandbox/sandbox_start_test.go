@@ -158,14 +158,11 @@ func TestSandboxPinsGone(t *testing.T) {
 	h := newHarness(t)
 	p := h.decode("/m/pins.yaml", sleeperManifest("pins"))
 	sb := h.pauseSandbox(p)
-	exits := h.runExits()
 	if err := syscall.Kill(int(sb.Pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if e := nextExit(t, exits); e.ContainerID != sb.ID {
-		t.Fatalf("TaskExit = %+v, want sandbox %s's", e, sb.ID)
-	}
-	waitFor(t, 10*time.Second, "the exit recorded", func() (bool, string) {
+	// No exit handler runs: the stopped task tells the exit.
+	waitFor(t, 10*time.Second, "the exit seen", func() (bool, string) {
 		r := h.sandboxRecord(p)
 		return r.State == pod.TaskExited, fmt.Sprintf("%+v", r)
 	})
