@@ -117,8 +117,20 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 			if exit.OOM {
 				continue
 			}
-			if err := r.noteCgroupOOM(ctx, c); err != nil {
+			marked, err := r.noteCgroupOOM(ctx, c)
+			if err != nil {
 				r.cfg.Logger.Warn("recording an OOM kill", "container", exit.ContainerID, "err", err)
+			}
+			if marked {
+				// The pass the exit woke may have listed the container
+				// before the kill was marked (with the systemd driver its
+				// scope, where the count was, is gone by then): it is
+				// worth listing again.
+				select {
+				case out <- pod.TaskExit{ContainerID: exit.ContainerID, Pod: key, OOM: true}:
+				case <-ctx.Done():
+					return nil
+				}
 			}
 			if err := r.settleExit(ctx, c, exit, pid); err != nil {
 				r.cfg.Logger.Warn("recording a container exit", "container", exit.ContainerID, "err", err)
@@ -150,23 +162,23 @@ func (r *Runtime) exitOwner(ctx context.Context, id string) (client.Container, p
 // noteCgroupOOM records an OOM kill that the cgroup of exited container c
 // counted, before its task is deleted along with the cgroup; with the
 // systemd driver, a kill its pod's slice counted when the container's
-// scope is already gone (oomLedger).
-func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) error {
+// scope is already gone (oomLedger). It tells whether it marked one.
+func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) (bool, error) {
 	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
-		return fmt.Errorf("reading container %s: %w", c.ID(), err)
+		return false, fmt.Errorf("reading container %s: %w", c.ID(), err)
 	}
 	if info.Labels[LabelOOMKilled] == "true" {
-		return nil
+		return false, nil
 	}
 	path := specCgroupsPath(info.Spec)
 	rel, err := cgroupRelPath(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	n, found, err := r.cgroups.oomKillsAt(rel)
 	if err != nil {
-		return err
+		return false, err
 	}
 	slice := podSlice(path)
 	switch {
@@ -175,12 +187,15 @@ func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) error {
 	case !found && slice != "":
 		count, err := r.cgroups.sliceOOMKills(slice)
 		if err != nil || !r.ooms.take(slice, count) {
-			return err
+			return false, err
 		}
 	default:
-		return nil
+		return false, nil
 	}
-	return r.markOOM(ctx, c)
+	if err := r.markOOM(ctx, c); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // noteOOM marks container c as OOM-killed, as containerd's event says,
