@@ -23,6 +23,7 @@ const manyRuns = 3
 func (be *benchEnv) benchMany(b *testing.B) {
 	for b.Loop() { // once: the figures are not per iteration
 	}
+	var lines []string
 	for _, n := range []int{10, benchPods} {
 		var up, down, clean, rawUp, rawDown []time.Duration
 		for range manyRuns {
@@ -37,9 +38,10 @@ func (be *benchEnv) benchMany(b *testing.B) {
 		b.ReportMetric(ms(sd), fmt.Sprintf("%d-gone-ms", n))
 		b.ReportMetric(ms(ru), fmt.Sprintf("%d-raw-running-ms", n))
 		b.ReportMetric(ms(median(clean)), fmt.Sprintf("%d-unlisted-ms", n))
-		be.report(b, fmt.Sprintf("%d pods at once:   all running %s after the first write (raw containerd %s, ratio %.2f), all processes gone %s after the first unlink (raw SIGTERM→gone %s; every pod unlisted %s) (target ≤ %s each; median of %d)",
+		lines = append(lines, fmt.Sprintf("%d pods at once:   all running %s after the first write (raw containerd %s, ratio %.2f), all processes gone %s after the first unlink (raw SIGTERM→gone %s; every pod unlisted %s) (target ≤ %s each; median of %d)",
 			n, fmtMS(su), fmtMS(ru), ratio(su, ru), fmtMS(sd), fmtMS(rd), fmtMS(median(clean)), target, manyRuns))
 	}
+	be.report(b, lines...)
 	b.ReportMetric(0, "ns/op")
 }
 

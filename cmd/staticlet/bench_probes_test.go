@@ -17,8 +17,10 @@ import (
 const probeBenchPods = 50
 
 // probeBenchManifest is a hostNetwork pod serving WWW with busybox httpd
-// on 127.0.0.1:PORT, probed by httpGet every PERIOD seconds; it exits at
-// once on SIGTERM.
+// on 127.0.0.1:PORT, probed by httpGet every PERIOD seconds from a second
+// after its start (httpd binds its port a moment after the container
+// starts, and a probe before that fails: with failureThreshold 1, a
+// restart); it exits at once on SIGTERM.
 const probeBenchManifest = `apiVersion: v1
 kind: Pod
 metadata:
@@ -32,6 +34,7 @@ spec:
     command: [sh, -c, "trap 'exit 0' TERM; httpd -f -p 127.0.0.1:PORT -h WWW & wait"]
     livenessProbe:
       httpGet: {path: /healthz, port: PORT}
+      initialDelaySeconds: 1
       periodSeconds: PERIOD
       failureThreshold: 1
       terminationGracePeriodSeconds: 1

@@ -147,6 +147,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	r.cfg.Logger.Debug("started a container", clock.attrs("pod", p.String(), "container", c.Name, "id", id)...)
 	rec.State = pod.TaskRunning
 	rec.Pid = t.Pid()
+	rec.StartedAt = time.Now() // not its record's creation (processStart)
 	return rec, nil
 }
 

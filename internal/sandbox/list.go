@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 )
 
 // PodContainers lists the containers of one pod, with their processes'
@@ -155,6 +156,7 @@ func (r *Runtime) record(ctx context.Context, c containers.Container, t *task.Pr
 		return rec
 	}
 	applyTask(&rec, t)
+	processStart(&rec)
 	if rec.Kind == pod.KindSandbox && rec.Pinned && rec.State != pod.TaskRunning && pinsGone(c) {
 		// Its pause can no longer be started in place (a reboot took the
 		// pins of an earlier build's sandbox): it is re-created.
@@ -194,5 +196,20 @@ func applyTask(rec *pod.Record, t *task.Process) {
 		if t.ExitedAt != nil {
 			rec.FinishedAt = t.ExitedAt.AsTime()
 		}
+	}
+}
+
+// processStart sets a running container's start to when its process
+// started, where this process table shows it: its record's creation is
+// earlier by the task's creation, which waits its turn in a shared shim
+// (a second or more with many pods starting), and probes count their
+// initial delay from the start, as the kubelet's do. Elsewhere (a PID of
+// another PID namespace, a process gone) the creation stands.
+func processStart(rec *pod.Record) {
+	if rec.State != pod.TaskRunning || rec.Pid == 0 {
+		return
+	}
+	if at, err := procfs.StartTime(int(rec.Pid)); err == nil && at.After(rec.StartedAt) {
+		rec.StartedAt = at
 	}
 }

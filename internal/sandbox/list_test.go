@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/v2/client"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 )
 
 // taskCalls records the task service calls a client makes: how many
@@ -180,4 +182,38 @@ func TestContainerTaskAfterSettledExit(t *testing.T) {
 	if _, _, err := h.rt.containerTask(h.ctx(), listed); !errdefs.IsNotFound(err) {
 		t.Errorf("containerTask(%s) after its removal: %v, want not found", c.ID, err)
 	}
+}
+
+// TestStartedAtIsTheProcessStart: a running container's start is when its
+// process started, not its record's creation, which comes before its
+// task's (a shim's queue can put a second or more between them).
+func TestStartedAtIsTheProcessStart(t *testing.T) {
+	h := newHarness(t)
+	p := h.decode("/m/started.yaml", sleeper("started", ""))
+	sb := h.sandbox(p)
+	c := h.start(p, sb, "c", 0)
+	at, err := procfs.StartTime(int(c.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range h.records(p) {
+		if r.ID != c.ID {
+			continue
+		}
+		if d := r.StartedAt.Sub(at); d < -20*time.Millisecond || d > 20*time.Millisecond || r.StartedAt.Before(r.CreatedAt) {
+			t.Errorf("listed start %v, created %v; want the process's start %v", r.StartedAt, r.CreatedAt, at)
+		}
+		return
+	}
+	t.Errorf("container %s not listed", c.ID)
+}
+
+// records lists pod p's containers.
+func (h *harness) records(p *pod.Pod) []pod.Record {
+	h.t.Helper()
+	recs, err := h.rt.PodContainers(h.ctx(), p.Key())
+	if err != nil {
+		h.t.Fatalf("PodContainers(%s): %v", p.Key(), err)
+	}
+	return recs
 }
