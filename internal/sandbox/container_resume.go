@@ -68,6 +68,7 @@ func (r *Runtime) ResumeContainer(ctx context.Context, id string) (pod.Record, e
 	switch st.Status {
 	case client.Running, client.Paused, client.Pausing:
 		rec.State, rec.Pid, rec.StartedAt = pod.TaskRunning, t.Pid(), time.Now()
+		r.starts.put(rec.ID, rec.StartedAt)
 	case client.Stopped:
 		rec.State, rec.Pid = pod.TaskExited, t.Pid()
 		rec.ExitCode, rec.FinishedAt = int32(st.ExitStatus), st.ExitTime

@@ -148,6 +148,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	rec.State = pod.TaskRunning
 	rec.Pid = t.Pid()
 	rec.StartedAt = time.Now() // not its record's creation (processStart)
+	r.starts.put(id, rec.StartedAt)
 	return rec, nil
 }
 

@@ -108,6 +108,7 @@ func (r *Runtime) AllContainers(ctx context.Context) ([]pod.Record, error) {
 			ids[rec.ID] = true
 		}
 		r.messages.retain(ids)
+		r.starts.retain(ids)
 	}
 	return recs, err
 }
@@ -156,7 +157,7 @@ func (r *Runtime) record(ctx context.Context, c containers.Container, t *task.Pr
 		return rec
 	}
 	applyTask(&rec, t)
-	processStart(&rec)
+	r.processStart(&rec)
 	if rec.Kind == pod.KindSandbox && rec.Pinned && rec.State != pod.TaskRunning && pinsGone(c) {
 		// Its pause can no longer be started in place (a reboot took the
 		// pins of an earlier build's sandbox): it is re-created.
@@ -199,14 +200,19 @@ func applyTask(rec *pod.Record, t *task.Process) {
 	}
 }
 
-// processStart sets a running container's start to when its process
-// started, where this process table shows it: its record's creation is
-// earlier by the task's creation, which waits its turn in a shared shim
-// (a second or more with many pods starting), and probes count their
-// initial delay from the start, as the kubelet's do. Elsewhere (a PID of
-// another PID namespace, a process gone) the creation stands.
-func processStart(rec *pod.Record) {
+// processStart sets a running container's start to when its task was
+// started: as this staticlet saw it, or, for one an earlier staticlet
+// started, when its process did, where this process table shows it (a
+// little before its start: runc forks it as it creates the task). Its
+// record's creation is earlier by the task's creation, which waits its
+// turn in a shared shim (a second or more with many pods starting), and
+// probes count their initial delay from the start, as the kubelet's do.
+func (r *Runtime) processStart(rec *pod.Record) {
 	if rec.State != pod.TaskRunning || rec.Pid == 0 {
+		return
+	}
+	if at, ok := r.starts.get(rec.ID); ok {
+		rec.StartedAt = at
 		return
 	}
 	if at, err := procfs.StartTime(int(rec.Pid)); err == nil && at.After(rec.StartedAt) {

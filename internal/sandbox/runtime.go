@@ -189,7 +189,9 @@ type Runtime struct {
 	// ooms accounts for the OOM kills pods' slices counted.
 	ooms oomLedger
 	// messages caches exited containers' termination messages.
-	messages messageCache
+	messages idCache[string]
+	// starts holds when this staticlet started each container's task.
+	starts idCache[time.Time]
 	// listings shares the container listings of pods listed at once.
 	listings listBatcher
 	// groups counts the sandboxes being made per shim group.

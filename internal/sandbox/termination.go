@@ -217,39 +217,40 @@ func (l *lastBytes) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// messageCache holds the termination messages of exited containers by
-// container ID: containers are listed on every sync, and a message from a
-// log costs a read of the log. Its zero value is ready to use.
-type messageCache struct {
+// idCache holds what is known of containers by container ID, for those
+// listed on every sync: the termination messages of exited containers (a
+// message from a log costs a read of the log), when running ones started.
+// Its zero value is ready to use.
+type idCache[V any] struct {
 	mu sync.Mutex // guards m
-	m  map[string]string
+	m  map[string]V
 }
 
-func (c *messageCache) get(id string) (string, bool) {
+func (c *idCache[V]) get(id string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	msg, ok := c.m[id]
-	return msg, ok
+	v, ok := c.m[id]
+	return v, ok
 }
 
-func (c *messageCache) put(id, msg string) {
+func (c *idCache[V]) put(id string, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[string]string{}
+		c.m = map[string]V{}
 	}
-	c.m[id] = msg
+	c.m[id] = v
 }
 
-func (c *messageCache) forget(id string) {
+func (c *idCache[V]) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, id)
 }
 
-// retain drops the messages of containers not in keep, the IDs of every
+// retain drops the entries of containers not in keep, the IDs of every
 // container there is: one removed behind staticlet's back.
-func (c *messageCache) retain(keep map[string]bool) {
+func (c *idCache[V]) retain(keep map[string]bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.m {
