@@ -119,6 +119,8 @@ type benchEnv struct {
 	status   *status.Client
 	summary  map[string][]string
 	order    []string
+	// lastPort is the last port probePort handed out.
+	lastPort int
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
