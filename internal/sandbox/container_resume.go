@@ -58,6 +58,7 @@ func (r *Runtime) ResumeContainer(ctx context.Context, id string) (pod.Record, e
 			return pod.Record{}, fmt.Errorf("starting container %s: %w", id, err)
 		}
 	}
+	startAt := time.Now()
 	startErr := t.Start(ctx)
 	// Whether this start or the dead staticlet's ran it, the task's
 	// status says how it stands now.
@@ -67,8 +68,7 @@ func (r *Runtime) ResumeContainer(ctx context.Context, id string) (pod.Record, e
 	}
 	switch st.Status {
 	case client.Running, client.Paused, client.Pausing:
-		rec.State, rec.Pid, rec.StartedAt = pod.TaskRunning, t.Pid(), time.Now()
-		r.starts.put(rec.ID, rec.StartedAt)
+		rec.State, rec.Pid, rec.StartedAt = pod.TaskRunning, t.Pid(), r.started(ctx, c, startAt)
 	case client.Stopped:
 		rec.State, rec.Pid = pod.TaskExited, t.Pid()
 		rec.ExitCode, rec.FinishedAt = int32(st.ExitStatus), st.ExitTime

@@ -139,6 +139,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 				Err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
 		}
 	}
+	startAt := time.Now()
 	if err := t.Start(cctx); err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
@@ -147,8 +148,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	r.cfg.Logger.Debug("started a container", clock.attrs("pod", p.String(), "container", c.Name, "id", id)...)
 	rec.State = pod.TaskRunning
 	rec.Pid = t.Pid()
-	rec.StartedAt = time.Now() // not its record's creation (processStart)
-	r.starts.put(id, rec.StartedAt)
+	rec.StartedAt = r.started(cctx, ctr, startAt)
 	return rec, nil
 }
 
@@ -199,4 +199,17 @@ func runsOnce(req pod.ContainerRequest) bool {
 		return false
 	}
 	return req.Container.RestartPolicy == nil || *req.Container.RestartPolicy != v1.ContainerRestartPolicyAlways
+}
+
+// started records that container c's task was started at at, in memory
+// and in its labels (processStart), and returns at. at is taken before
+// the start is asked for, so that an exit, however quick, comes after it
+// (recordFromLabels takes an exit from before a start for an earlier
+// process's).
+func (r *Runtime) started(ctx context.Context, c client.Container, at time.Time) time.Time {
+	r.starts.put(c.ID(), at)
+	if _, err := c.SetLabels(ctx, map[string]string{LabelStartedAt: at.UTC().Format(time.RFC3339Nano)}); err != nil {
+		r.cfg.Logger.Warn("recording when a container started", "container", c.ID(), "err", err)
+	}
+	return at
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 )
 
 // PodContainers lists the containers of one pod, with their processes'
@@ -200,22 +199,18 @@ func applyTask(rec *pod.Record, t *task.Process) {
 	}
 }
 
-// processStart sets a running container's start to when its task was
-// started: as this staticlet saw it, or, for one an earlier staticlet
-// started, when its process did, where this process table shows it (a
-// little before its start: runc forks it as it creates the task). Its
-// record's creation is earlier by the task's creation, which waits its
-// turn in a shared shim (a second or more with many pods starting), and
-// probes count their initial delay from the start, as the kubelet's do.
+// processStart sets a running container's start to when this staticlet
+// started its task, which its labels keep too (LabelStartedAt, read into
+// rec already) for another staticlet. Its record's creation, the start of
+// a container without the label (made by an earlier build), is earlier
+// by the task's creation, which waits its turn in a shared shim (a second
+// or more with many pods starting), and probes count their initial delay
+// from the start, as the kubelet's do.
 func (r *Runtime) processStart(rec *pod.Record) {
-	if rec.State != pod.TaskRunning || rec.Pid == 0 {
+	if rec.State != pod.TaskRunning {
 		return
 	}
 	if at, ok := r.starts.get(rec.ID); ok {
-		rec.StartedAt = at
-		return
-	}
-	if at, err := procfs.StartTime(int(rec.Pid)); err == nil && at.After(rec.StartedAt) {
 		rec.StartedAt = at
 	}
 }

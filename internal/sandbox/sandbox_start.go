@@ -21,9 +21,10 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// LabelStartedAt is on a sandbox whose pause process was started again
-// after one exited: when. An exit in its labels from before then is the
-// earlier process's, and does not end the sandbox.
+// LabelStartedAt is on a container whose task staticlet started, and on a
+// sandbox whose pause process was started again after one exited: when
+// (asked for). An exit in its labels from before then is an earlier
+// process's, and does not end the sandbox.
 const LabelStartedAt = labelPrefix + "start.time"
 
 // StartSandbox starts the pause process of sandbox sb: the first one, for a

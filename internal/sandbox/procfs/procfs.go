@@ -1,7 +1,7 @@
 // Package procfs reads the process table from /proc: each process's
 // parent, state, name, start time and arguments, as the sweeps that find
 // processes staticlet's containers left (and the tests' clean-up) need
-// them, and when a container's process started. It reads; it signals nothing. Its functions are safe for
+// them. It reads; it signals nothing. Its functions are safe for
 // concurrent use.
 package procfs
 
@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Proc is one process.
@@ -109,46 +108,4 @@ func ArgValue(args []string, name string) string {
 		}
 	}
 	return ""
-}
-
-// clockTick is the unit of a process's start time in its stat line
-// (USER_HZ, 100 on every Linux architecture Go supports).
-const clockTick = 10 * time.Millisecond
-
-// StartTime returns when process pid started, to the clock tick: its
-// start, in ticks after boot, placed on the wall clock by the time since
-// boot (/proc/uptime).
-func StartTime(pid int) (time.Time, error) {
-	now := time.Now()
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return time.Time{}, err
-	}
-	p, err := ParseStat(string(stat))
-	if err != nil {
-		return time.Time{}, err
-	}
-	if p.Start == 0 {
-		return time.Time{}, fmt.Errorf("no start time in the stat of process %d", pid)
-	}
-	up, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return time.Time{}, err
-	}
-	return startOnClock(now, string(up), p.Start)
-}
-
-// startOnClock places a start time of ticks after boot on the wall clock,
-// given the uptime line ("seconds idle") read at now.
-func startOnClock(now time.Time, uptime string, ticks uint64) (time.Time, error) {
-	f := strings.Fields(uptime)
-	if len(f) == 0 {
-		return time.Time{}, fmt.Errorf("malformed uptime %q", uptime)
-	}
-	secs, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("malformed uptime %q: %w", uptime, err)
-	}
-	boot := now.Add(-time.Duration(secs * float64(time.Second)))
-	return boot.Add(time.Duration(ticks) * clockTick), nil
 }

@@ -3,7 +3,6 @@ package procfs
 import (
 	"os"
 	"testing"
-	"time"
 )
 
 func TestParseStat(t *testing.T) {
@@ -59,31 +58,5 @@ func TestArgValue(t *testing.T) {
 		if got := ArgValue(args, name); got != want {
 			t.Errorf("ArgValue(%q, %q) = %q, want %q", args, name, got, want)
 		}
-	}
-}
-
-func TestStartOnClock(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	got, err := startOnClock(now, "100.50 180.20\n", 9050)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Booted 100.5 s before now; started 90.5 s after boot.
-	if want := now.Add(-10 * time.Second); !got.Equal(want) {
-		t.Errorf("startOnClock = %v, want %v", got, want)
-	}
-	if _, err := startOnClock(now, "", 1); err == nil {
-		t.Error("startOnClock of an empty uptime: no error")
-	}
-}
-
-func TestStartTimeOfSelf(t *testing.T) {
-	got, err := StartTime(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test binary started before now, within the test run's time.
-	if now := time.Now(); got.After(now.Add(clockTick)) || got.Before(now.Add(-10*time.Minute)) {
-		t.Errorf("StartTime(self) = %v, want shortly before %v", got, now)
 	}
 }
