@@ -23,7 +23,6 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	c, err := r.client.LoadContainer(ctx, id)
 	if errdefs.IsNotFound(err) {
 		r.messages.forget(id)
-		r.starts.forget(id)
 		return r.removeSandboxHostState(id)
 	}
 	if err != nil {
@@ -41,7 +40,6 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", id, err)
 	}
-	r.starts.forget(id)
 	if err := r.forgetTermination(id, info.Labels); err != nil {
 		return err
 	}

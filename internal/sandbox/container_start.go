@@ -201,13 +201,16 @@ func runsOnce(req pod.ContainerRequest) bool {
 	return req.Container.RestartPolicy == nil || *req.Container.RestartPolicy != v1.ContainerRestartPolicyAlways
 }
 
-// started records that container c's task was started at at, in memory
-// and in its labels (processStart), and returns at. at is taken before
+// started records in container c's labels (LabelStartedAt, which
+// recordFromLabels reads) that its task was started at at, and returns
+// at: a running container's start, not its record's creation, which is
+// earlier by the task's creation, a turn in a shared shim (a second or
+// more with many pods starting); probes count their initial delay from
+// it, as the kubelet's do. at is taken before
 // the start is asked for, so that an exit, however quick, comes after it
 // (recordFromLabels takes an exit from before a start for an earlier
 // process's).
 func (r *Runtime) started(ctx context.Context, c client.Container, at time.Time) time.Time {
-	r.starts.put(c.ID(), at)
 	if _, err := c.SetLabels(ctx, map[string]string{LabelStartedAt: at.UTC().Format(time.RFC3339Nano)}); err != nil {
 		r.cfg.Logger.Warn("recording when a container started", "container", c.ID(), "err", err)
 	}

@@ -107,7 +107,6 @@ func (r *Runtime) AllContainers(ctx context.Context) ([]pod.Record, error) {
 			ids[rec.ID] = true
 		}
 		r.messages.retain(ids)
-		r.starts.retain(ids)
 	}
 	return recs, err
 }
@@ -156,7 +155,6 @@ func (r *Runtime) record(ctx context.Context, c containers.Container, t *task.Pr
 		return rec
 	}
 	applyTask(&rec, t)
-	r.processStart(&rec)
 	if rec.Kind == pod.KindSandbox && rec.Pinned && rec.State != pod.TaskRunning && pinsGone(c) {
 		// Its pause can no longer be started in place (a reboot took the
 		// pins of an earlier build's sandbox): it is re-created.
@@ -196,21 +194,5 @@ func applyTask(rec *pod.Record, t *task.Process) {
 		if t.ExitedAt != nil {
 			rec.FinishedAt = t.ExitedAt.AsTime()
 		}
-	}
-}
-
-// processStart sets a running container's start to when this staticlet
-// started its task, which its labels keep too (LabelStartedAt, read into
-// rec already) for another staticlet. Its record's creation, the start of
-// a container without the label (made by an earlier build), is earlier
-// by the task's creation, which waits its turn in a shared shim (a second
-// or more with many pods starting), and probes count their initial delay
-// from the start, as the kubelet's do.
-func (r *Runtime) processStart(rec *pod.Record) {
-	if rec.State != pod.TaskRunning {
-		return
-	}
-	if at, ok := r.starts.get(rec.ID); ok {
-		rec.StartedAt = at
 	}
 }

@@ -190,8 +190,6 @@ type Runtime struct {
 	ooms oomLedger
 	// messages caches exited containers' termination messages.
 	messages idCache[string]
-	// starts holds when this staticlet started each container's task.
-	starts idCache[time.Time]
 	// listings shares the container listings of pods listed at once.
 	listings listBatcher
 	// groups counts the sandboxes being made per shim group.
