@@ -70,7 +70,9 @@ func TestVM(t *testing.T) {
 	for i, set := range [][]string{vmTests, vmSystemdDriverTests} {
 		for _, name := range set {
 			if !strings.Contains(res.GoTests[i].Output, "--- PASS: "+name+" ") {
-				t.Errorf("guest run %d: %s did not pass (skipped?)", i+1, name)
+				// Why, last: the end of a long output is what is kept.
+				logged := testvm.Logged(res.GoTests[i].Output, name)
+				t.Errorf("guest run %d: %s did not pass (skipped?); it logged:\n%s", i+1, name, strings.Join(logged[max(0, len(logged)-20):], "\n"))
 			}
 		}
 	}

@@ -136,6 +136,25 @@ func failureReport(output string) string {
 		"\n\noutput (last lines):\n" + debroot.LastLines(output, 40)
 }
 
+// Logged returns what top-level test name logged in a go test -v output
+// (its t.Log and t.Error lines, those of its subtests included), so a
+// caller can put why a guest test failed beside its own verdict.
+func Logged(output, name string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(output, "\n") {
+		// "=== RUN", "=== CONT" and "=== NAME" say whose lines follow.
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "===" {
+			in = f[2] == name || strings.HasPrefix(f[2], name+"/")
+			continue
+		}
+		if in && testLogLine.MatchString(line) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // testLogLine matches a line testing writes for t.Log or t.Error.
 var testLogLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
 

@@ -158,3 +158,13 @@ func TestDataDisk(t *testing.T) {
 		t.Errorf("copyDiskDir(/nothing) = %v, want fs.ErrNotExist", err)
 	}
 }
+
+func TestLogged(t *testing.T) {
+	out := "=== RUN   TestA\n    a_test.go:3: boom\n=== RUN   TestA/sub\n    a_test.go:9: sub boom\n" +
+		"=== RUN   TestAB\n    ab_test.go:1: not A\n=== NAME  TestA\n    a_test.go:5: later\n--- FAIL: TestA (0.10s)\n"
+	got := strings.Join(Logged(out, "TestA"), "|")
+	want := "    a_test.go:3: boom|    a_test.go:9: sub boom|    a_test.go:5: later"
+	if got != want {
+		t.Errorf("Logged(out, TestA) = %q, want %q", got, want)
+	}
+}
