@@ -92,6 +92,7 @@ func getPodsCommand() *cobra.Command {
 	cf.add(cmd)
 	cf.addNamespace(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	cmd.ValidArgsFunction = completePods(&cf, 1, "")
 	return cmd
 }
 
@@ -167,6 +168,7 @@ func describeCommand() *cobra.Command {
 	}
 	cf.add(podCmd)
 	cf.addNamespace(podCmd)
+	podCmd.ValidArgsFunction = completePods(&cf, 1, "")
 	describe.AddCommand(podCmd)
 	return describe
 }

@@ -49,6 +49,8 @@ lines, -f keeps printing new lines until the container stops or restarts.`,
 	cf.addNamespace(cmd)
 	f := cmd.Flags()
 	f.StringVarP(&container, "container", "c", "", "container name; may be left out for a pod with one container")
+	cmd.ValidArgsFunction = completePods(&cf, 1, "")
+	_ = cmd.RegisterFlagCompletionFunc("container", completeContainers(&cf))
 	f.BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines")
 	f.Int64Var(&opts.TailLines, "tail", -1, "lines to print from the end of the log; -1 prints all")
 	f.BoolVarP(&opts.Previous, "previous", "p", false, "print the log of the previous instance of the container")

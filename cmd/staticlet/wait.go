@@ -121,6 +121,7 @@ namespace that has it. --all waits for every pod the manifests define
 	f.StringVar(&forFlag, "for", "", "the condition to wait for: "+forUsage)
 	f.DurationVar(&timeout, "timeout", defaultWaitTimeout, "how long to wait before giving up; 0 checks once, negative waits a week")
 	f.BoolVar(&all, "all", false, "wait for every pod (of namespace -n, if given)")
+	cmd.ValidArgsFunction = completePods(&cf, 0, "pod/")
 	return cmd
 }
 

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestPodNames(t *testing.T) {
+	pod := func(ns, name string) v1.Pod { return v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}} }
+	pods := []v1.Pod{pod("default", "a"), pod("kube-system", "a"), pod("kube-system", "b"), pod("x", "c"), pod("y", "c")}
+	for _, tt := range []struct {
+		ns   string
+		want []string
+	}{
+		{"", []string{"a", "kube-system/a", "b", "x/c", "y/c"}},
+		{"kube-system", []string{"a", "b"}},
+		{"none", nil},
+	} {
+		if got := podNames(pods, tt.ns); !slices.Equal(got, tt.want) {
+			t.Errorf("podNames(pods, %q) = %q, want %q", tt.ns, got, tt.want)
+		}
+	}
+}
+
+const completionPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: setup
+    image: localhost/busybox:test
+    command: ["true"]
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: ["sleep", "3600"]
+  - name: side
+    image: localhost/busybox:test
+    command: ["sleep", "3600"]
+`
+
+// TestCompletion asks the shell completion cobra generates (its hidden
+// __complete command) for pod and container names, from a running
+// staticlet.
+func TestCompletion(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	e.write("web.yaml", strings.ReplaceAll(completionPod, "NAME", "web"))
+	e.write("db.yaml", strings.ReplaceAll(completionPod, "NAME", "db"))
+	for _, name := range []string{"web", "db"} {
+		d.waitPod(name+"-"+testNode, 30*time.Second, name+" listed", func(*v1.Pod) bool { return true })
+	}
+	complete := func(args ...string) []string {
+		t.Helper()
+		// The word being completed is last, and the socket must not
+		// take the place of a flag's value: it goes after the first word.
+		args = append([]string{"__complete", args[0], "--status-socket=" + d.socket}, args[1:]...)
+		out, err := exec.Command(binary(t), args...).Output()
+		if err != nil {
+			t.Fatalf("staticlet %s: %v", strings.Join(args, " "), err)
+		}
+		// The last line is cobra's directive (":4" and so on).
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return lines[:len(lines)-1]
+	}
+	web, db := "web-"+testNode, "db-"+testNode
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"logs", ""}, []string{db, web}},
+		{[]string{"logs", "w"}, []string{web}},
+		{[]string{"logs", web, ""}, nil},
+		{[]string{"logs", web, "-c", ""}, []string{"setup", "main", "side"}},
+		{[]string{"logs", web, "-c", "s"}, []string{"setup", "side"}},
+		{[]string{"describe", "pod", ""}, []string{db, web}},
+		{[]string{"get", "pods", "d"}, []string{db}},
+		{[]string{"wait", "pod/" + web, ""}, []string{"pod/" + db}},
+		{[]string{"logs", "-n", "kube-system", ""}, nil},
+	} {
+		if got := complete(tt.args...); !slices.Equal(got, tt.want) {
+			t.Errorf("completing staticlet %s: %q, want %q", strings.Join(tt.args, " "), got, tt.want)
+		}
+	}
+}
