@@ -116,7 +116,7 @@ func topFilter(ctx context.Context, c *status.Client, cf *clientFlags, args []st
 // socket; a sample is taken for each request, none in the background.
 func statsReader(rt *sandbox.Runtime) status.StatsReader {
 	return func(ctx context.Context, window time.Duration) (*status.PodStatsList, error) {
-		s, err := rt.PodUsage(ctx, window)
+		s, err := rt.SampleUsage(ctx, window)
 		if err != nil {
 			return nil, err
 		}

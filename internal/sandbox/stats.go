@@ -81,19 +81,25 @@ type cgroupUsage struct {
 	cpu, workingSet uint64
 }
 
-// PodUsage samples the resource usage of every pod: it reads each pod's
-// and container's CPU time, waits window (or until ctx ends, an error),
-// and reads them again with their memory. Containers are found from
-// containerd's metadata alone, no shim is asked.
-func (r *Runtime) PodUsage(ctx context.Context, window time.Duration) (UsageSample, error) {
+// SampleUsage samples the resource usage of every pod: it reads each
+// pod's and container's CPU time, waits window (or until ctx ends, an
+// error), and reads them again with their memory. Containers are found
+// from containerd's metadata alone, no shim is asked. A cgroup that
+// cannot be read is left out; the error is returned only when none could.
+func (r *Runtime) SampleUsage(ctx context.Context, window time.Duration) (UsageSample, error) {
 	all, err := r.listContainers(ctx)
 	if err != nil {
 		return UsageSample{}, fmt.Errorf("listing containers for their usage: %w", err)
 	}
 	targets := usageTargets(all, !r.cfg.NoPodCgroups)
+	var readErr error // the first, reported if no cgroup could be read
 	first := make(map[usageTarget]uint64, len(targets))
 	for _, t := range targets {
-		if n, ok, err := r.cgroups.cpuUsage(t.rel); err == nil && ok {
+		n, ok, err := r.cgroups.cpuUsage(t.rel)
+		if err != nil && readErr == nil {
+			readErr = err
+		}
+		if err == nil && ok {
 			first[t] = n
 		}
 	}
@@ -108,16 +114,18 @@ func (r *Runtime) PodUsage(ctx context.Context, window time.Duration) (UsageSamp
 	second := make(map[usageTarget]cgroupUsage, len(first))
 	for t := range first {
 		cpu, ok, err := r.cgroups.cpuUsage(t.rel)
-		if err != nil || !ok {
-			continue // gone meanwhile
+		ws, wsOK, wsErr := r.cgroups.workingSet(t.rel)
+		if err = cmp.Or(err, wsErr); err != nil && readErr == nil {
+			readErr = err
 		}
-		ws, ok, err := r.cgroups.workingSet(t.rel)
-		if err != nil || !ok {
-			continue
+		if err == nil && ok && wsOK { // else gone meanwhile, or unreadable
+			second[t] = cgroupUsage{cpu: cpu, workingSet: ws}
 		}
-		second[t] = cgroupUsage{cpu: cpu, workingSet: ws}
 	}
 	elapsed := time.Since(start)
+	if len(second) == 0 && readErr != nil {
+		return UsageSample{}, fmt.Errorf("sampling pods' usage: %w", readErr)
+	}
 	return UsageSample{
 		Time:   time.Now(),
 		Window: elapsed,
