@@ -320,6 +320,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		},
 		Logs:   logOpener(store, cfg.logs.dir),
 		Images: imageLister(rt),
+		Stats:  statsReader(rt),
 		Logger: logger,
 	})
 	healthzLn, err := listenHealthz(cfg.status.healthzAddress)

@@ -29,11 +29,11 @@ echo "containerd=$(systemctl is-active containerd)"
 // kubeadm's kubelet config asks for it.
 var vmTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestLifecycleHooks", "TestResources",
 	"TestOOMKilled", "TestLivenessRestarts", "TestReadinessFlips", "TestPodNetwork", "TestSystemdCgroupDriver",
-	"TestKubeletConfigFile"}
+	"TestKubeletConfigFile", "TestTopPods"}
 
 // vmSystemdDriverTests run in the guest a second time, with every
 // staticlet on the systemd cgroup driver.
-var vmSystemdDriverTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestOOMKilled", "TestPodNetwork"}
+var vmSystemdDriverTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestOOMKilled", "TestPodNetwork", "TestTopPods"}
 
 // TestVM boots a Debian guest under QEMU (internal/testvm), once, as each
 // boot costs tens of seconds of emulation. It checks the guest is the

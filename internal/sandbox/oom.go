@@ -1,14 +1,11 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -75,14 +72,8 @@ func (h cgroupHost) oomKillsAt(rel string) (int, bool, error) {
 // memory.oom_control (v1, kernels since 4.13) file: one "key value" pair a
 // line in both.
 func parseOOMKills(b []byte) int {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	n, _ := statValue(b, "oom_kill")
+	return int(n)
 }
 
 // cgroupRelPath turns an OCI spec's cgroupsPath into the cgroup's path

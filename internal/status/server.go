@@ -65,6 +65,9 @@ type ServerConfig struct {
 	Logs LogOpener
 	// Images lists the runtime's images for GET /images; nil lists none.
 	Images ImageLister
+	// Stats samples the pods' usage for GET /stats/pods; nil makes it
+	// answer 501.
+	Stats StatsReader
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -96,6 +99,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /manifests", s.manifests)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /images", s.images)
+	mux.HandleFunc("GET /stats/pods", s.podStats)
 	return mux
 }
 

@@ -1,0 +1,320 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/containers"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// Resource usage, as kubectl top shows it through the kubelet's summary
+// API, read from the cgroups staticlet's pods and containers run in:
+//   - CPU is the cores used on average over a window: the cgroup's CPU
+//     time (cpuacct.usage on cgroup v1, usage_usec of cpu.stat on v2) read
+//     at both ends of it, its growth divided by the time between the reads;
+//   - memory is the working set as cAdvisor computes it: the memory the
+//     cgroup is charged for (memory.usage_in_bytes on v1, memory.current on
+//     v2) less its inactive page cache (total_inactive_file, or
+//     inactive_file, of memory.stat), which the kernel reclaims first; never
+//     below 0.
+//
+// A pod's usage is its cgroup's, which holds its containers and pause
+// process; without pod cgroups (NoPodCgroups), it is the sum of theirs.
+
+// PodUsage is the resource usage of one pod and of its running containers.
+type PodUsage struct {
+	Pod pod.Key
+	// CPUNanoCores is the CPU used over the window, in billionths of a core.
+	CPUNanoCores uint64
+	// WorkingSetBytes is the memory working set at the window's end.
+	WorkingSetBytes uint64
+	// Containers are the pod's init and app containers whose cgroups were
+	// there at both reads, by name.
+	Containers []ContainerUsage
+}
+
+// ContainerUsage is the resource usage of one container, as PodUsage's.
+type ContainerUsage struct {
+	Name            string
+	CPUNanoCores    uint64
+	WorkingSetBytes uint64
+}
+
+// UsageSample is the usage of every pod over one window.
+type UsageSample struct {
+	// Time is when the window ended.
+	Time time.Time
+	// Window is the time between the two reads of CPU time.
+	Window time.Duration
+	// Pods are sorted by namespace and name.
+	Pods []PodUsage
+}
+
+// usageTarget is one cgroup to sample: a pod's or one of its containers'.
+type usageTarget struct {
+	pod pod.Key
+	// podLevel marks the pod's own cgroup; the others are a container's.
+	podLevel  bool
+	container string
+	kind      pod.ContainerKind
+	// rel is the cgroup's path below the hierarchies' mounts.
+	rel string
+}
+
+// cgroupUsage is what one cgroup read at a window's end tells.
+type cgroupUsage struct {
+	cpu, workingSet uint64
+}
+
+// SampleUsage samples the resource usage of every pod: it reads each
+// pod's and container's CPU time, waits window (or until ctx ends, an
+// error), and reads them again with their memory. Containers are found
+// from containerd's metadata alone, no shim is asked. A cgroup that
+// cannot be read is left out; the error is returned only when none could.
+func (r *Runtime) SampleUsage(ctx context.Context, window time.Duration) (UsageSample, error) {
+	all, err := r.listContainers(ctx)
+	if err != nil {
+		return UsageSample{}, fmt.Errorf("listing containers for their usage: %w", err)
+	}
+	targets := usageTargets(all, !r.cfg.NoPodCgroups)
+	var readErr error // the first, reported if no cgroup could be read
+	first := make(map[usageTarget]uint64, len(targets))
+	for _, t := range targets {
+		n, ok, err := r.cgroups.cpuUsage(t.rel)
+		if err != nil && readErr == nil {
+			readErr = err
+		}
+		if err == nil && ok {
+			first[t] = n
+		}
+	}
+	start := time.Now()
+	timer := time.NewTimer(window)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return UsageSample{}, fmt.Errorf("sampling pods' usage: %w", ctx.Err())
+	case <-timer.C:
+	}
+	second := make(map[usageTarget]cgroupUsage, len(first))
+	for t := range first {
+		cpu, ok, err := r.cgroups.cpuUsage(t.rel)
+		ws, wsOK, wsErr := r.cgroups.workingSet(t.rel)
+		if err = cmp.Or(err, wsErr); err != nil && readErr == nil {
+			readErr = err
+		}
+		if err == nil && ok && wsOK { // else gone meanwhile, or unreadable
+			second[t] = cgroupUsage{cpu: cpu, workingSet: ws}
+		}
+	}
+	elapsed := time.Since(start)
+	if len(second) == 0 && readErr != nil {
+		return UsageSample{}, fmt.Errorf("sampling pods' usage: %w", readErr)
+	}
+	return UsageSample{
+		Time:   time.Now(),
+		Window: elapsed,
+		Pods:   podUsages(targets, first, second, elapsed),
+	}, nil
+}
+
+// usageTargets are the cgroups to sample of the containers listed: each
+// init or app container's, and with podCgroups each pod's, its
+// containers' parent, found from a container's cgroupsPath.
+func usageTargets(all []containers.Container, podCgroups bool) []usageTarget {
+	var out []usageTarget
+	pods := map[pod.Key]bool{}
+	for _, c := range all {
+		cg := specCgroupsPath(c.Spec)
+		rel, err := cgroupRelPath(cg)
+		if cg == "" || err != nil {
+			continue
+		}
+		key := pod.Key{Namespace: c.Labels[LabelPodNamespace], Name: c.Labels[LabelPodName]}
+		kind := pod.ContainerKind(c.Labels[LabelKind])
+		out = append(out, usageTarget{pod: key, container: c.Labels[LabelContainer], kind: kind, rel: rel})
+		if !podCgroups || pods[key] {
+			continue
+		}
+		parent, err := podCgroupOf(cg)
+		if err != nil {
+			continue
+		}
+		pods[key] = true
+		out = append(out, usageTarget{pod: key, podLevel: true, rel: parent})
+	}
+	return out
+}
+
+// podCgroupOf is the path of the pod cgroup that holds a container's,
+// whose spec's cgroupsPath is cg: its parent with cgroupfs, its slice
+// with the systemd driver.
+func podCgroupOf(cg string) (string, error) {
+	if slice := podSlice(cg); slice != "" {
+		return SliceDir(slice)
+	}
+	return path.Dir(cg), nil
+}
+
+// podUsages puts the reads of targets together per pod: first holds the
+// CPU time read at the window's start, second both reads at its end, of
+// the cgroups that were there then. A pod without a cgroup of its own
+// sums its containers' (and its sandbox's).
+func podUsages(targets []usageTarget, first map[usageTarget]uint64, second map[usageTarget]cgroupUsage, window time.Duration) []PodUsage {
+	byPod := map[pod.Key]*PodUsage{}
+	ownCgroup := map[pod.Key]bool{}
+	for _, t := range targets {
+		if t.podLevel {
+			ownCgroup[t.pod] = true
+		}
+	}
+	for _, t := range targets {
+		end, ok := second[t]
+		if !ok {
+			continue
+		}
+		cpu := nanoCores(first[t], end.cpu, window)
+		p := byPod[t.pod]
+		if p == nil {
+			p = &PodUsage{Pod: t.pod}
+			byPod[t.pod] = p
+		}
+		switch {
+		case t.podLevel:
+			p.CPUNanoCores, p.WorkingSetBytes = cpu, end.workingSet
+			continue
+		case !ownCgroup[t.pod]:
+			p.CPUNanoCores += cpu
+			p.WorkingSetBytes += end.workingSet
+		}
+		if t.kind != pod.KindSandbox {
+			p.Containers = append(p.Containers, ContainerUsage{Name: t.container, CPUNanoCores: cpu, WorkingSetBytes: end.workingSet})
+		}
+	}
+	out := make([]PodUsage, 0, len(byPod))
+	for _, p := range byPod {
+		slices.SortFunc(p.Containers, func(a, b ContainerUsage) int { return cmp.Compare(a.Name, b.Name) })
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b PodUsage) int {
+		return cmp.Or(cmp.Compare(a.Pod.Namespace, b.Pod.Namespace), cmp.Compare(a.Pod.Name, b.Pod.Name))
+	})
+	return out
+}
+
+// nanoCores is the CPU used on average over window by a cgroup whose CPU
+// time, in ns, went from start to end: 0 if it went back (a cgroup made
+// again under the same path).
+func nanoCores(start, end uint64, window time.Duration) uint64 {
+	if end <= start || window <= 0 {
+		return 0
+	}
+	// In float: the product of a busy minute's ns would overflow uint64.
+	return uint64(float64(end-start) * float64(time.Second) / float64(window))
+}
+
+// cpuUsage returns the CPU time the cgroup at rel has used, in ns, and
+// whether it is there.
+func (h cgroupHost) cpuUsage(rel string) (uint64, bool, error) {
+	if h.unified {
+		b, ok, err := readCgroupFile(filepath.Join(h.v2Root, rel, "cpu.stat"))
+		if !ok || err != nil {
+			return 0, ok, err
+		}
+		usec, found := statValue(b, "usage_usec")
+		if !found {
+			return 0, true, fmt.Errorf("reading the CPU usage of cgroup %s: no usage_usec in cpu.stat", rel)
+		}
+		return usec * 1000, true, nil
+	}
+	mnt, ok := h.v1["cpuacct"]
+	if !ok {
+		return 0, false, nil
+	}
+	b, ok, err := readCgroupFile(filepath.Join(mnt, rel, "cpuacct.usage"))
+	if !ok || err != nil {
+		return 0, ok, err
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, true, fmt.Errorf("reading the CPU usage of cgroup %s: %w", rel, err)
+	}
+	return n, true, nil
+}
+
+// workingSet returns the memory working set of the cgroup at rel, and
+// whether it is there.
+func (h cgroupHost) workingSet(rel string) (uint64, bool, error) {
+	dir, usageFile, inactiveKey := filepath.Join(h.v2Root, rel), "memory.current", "inactive_file"
+	if !h.unified {
+		mnt, ok := h.v1["memory"]
+		if !ok {
+			return 0, false, nil
+		}
+		dir, usageFile, inactiveKey = filepath.Join(mnt, rel), "memory.usage_in_bytes", "total_inactive_file"
+	}
+	b, ok, err := readCgroupFile(filepath.Join(dir, usageFile))
+	if !ok || err != nil {
+		return 0, ok, err
+	}
+	usage, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, true, fmt.Errorf("reading the memory usage of cgroup %s: %w", rel, err)
+	}
+	stat, ok, err := readCgroupFile(filepath.Join(dir, "memory.stat"))
+	if !ok || err != nil {
+		return 0, ok, err
+	}
+	inactive, _ := statValue(stat, inactiveKey)
+	return workingSetOf(usage, inactive), true, nil
+}
+
+// workingSetOf is usage less inactive, floored at 0 as cAdvisor's.
+func workingSetOf(usage, inactive uint64) uint64 {
+	if inactive >= usage {
+		return 0
+	}
+	return usage - inactive
+}
+
+// readCgroupFile reads a cgroup's file, and tells whether it is there.
+func readCgroupFile(file string) ([]byte, bool, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("reading %s: %w", file, err)
+	}
+	return b, true, nil
+}
+
+// statValue finds key's value in a cgroup file of "key value" lines
+// (memory.stat, cpu.stat), and tells whether it is there.
+func statValue(b []byte, key string) (uint64, bool) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || k != key {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
