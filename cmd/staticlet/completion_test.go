@@ -84,6 +84,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"logs", web, "-c", "s"}, []string{"setup", "side"}},
 		{[]string{"describe", "pod", ""}, []string{db, web}},
 		{[]string{"get", "pods", "d"}, []string{db}},
+		{[]string{"top", "pods", "w"}, []string{web}},
 		{[]string{"wait", "pod/" + web, ""}, []string{"pod/" + db}},
 		{[]string{"logs", "-n", "kube-system", ""}, nil},
 	} {

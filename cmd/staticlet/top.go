@@ -65,6 +65,7 @@ cgroup's, which holds its containers and its sandbox.`,
 	}
 	cf.add(cmd)
 	cf.addNamespace(cmd)
+	cmd.ValidArgsFunction = completePods(&cf, 1, "")
 	f := cmd.Flags()
 	f.BoolVar(&containers, "containers", false, "show each container of the pods")
 	f.StringVarP(&selector, "selector", "l", "", "label selector (e.g. -l key1=value1,key2!=value2): only pods that match")
