@@ -64,6 +64,12 @@ type containerMemory struct {
 	// changed holds, by container name, a mounted file whose content
 	// changed (restart-on-change): the container restarts.
 	changed map[string]string
+	// restartAsked holds the containers whose restart was asked since the
+	// pass under way began (staticlet restart); restartNow those the pass
+	// under way restarts, taken from restartAsked as it begins. A request
+	// the pass does not reach (the pod is not initialised, or done) is
+	// dropped with it.
+	restartAsked, restartNow map[string]bool
 }
 
 // sandboxMemory is what the core remembers of the pod's sandbox.
@@ -143,6 +149,7 @@ func (c *podCore) begin(now time.Time) []action {
 		panic("reconcile: a pass begun during another")
 	}
 	c.now = now
+	c.mem.restartNow, c.mem.restartAsked = c.mem.restartAsked, nil
 	p := c.desired
 	if p == nil {
 		return c.beginRemove()

@@ -27,6 +27,9 @@ type (
 	depsMsg struct{ ready map[string]bool }
 	// fileMsg tells that a file a container of the pod mounts changed.
 	fileMsg struct{ change pod.FileChange }
+	// restartMsg asks for containers to be restarted now, their backoff
+	// reset (staticlet restart).
+	restartMsg struct{ names []string }
 )
 
 func (desiredMsg) isMessage() {}
@@ -37,6 +40,7 @@ func (resumeMsg) isMessage()  {}
 func (pokeMsg) isMessage()    {}
 func (depsMsg) isMessage()    {}
 func (fileMsg) isMessage()    {}
+func (restartMsg) isMessage() {}
 
 // mailbox is a worker's queue of messages: sending never blocks, whatever
 // the worker is doing, and the worker takes them all at once.

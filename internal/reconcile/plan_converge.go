@@ -98,6 +98,7 @@ func (g *convergePass) inits(out []action, i int) []action {
 // not done, then clears away what is not wanted.
 func (g *convergePass) apps(out []action) []action {
 	if !(g.initialized || g.justInitialized) || g.terminal {
+		out = g.c.restartsNotReached(out, g.terminal)
 		return g.unwanted(out)
 	}
 	type item struct {
@@ -133,6 +134,17 @@ func (g *convergePass) keep(out []action, ctr *v1.Container, kind pod.ContainerK
 	c := g.c
 	recs := g.v.in(g.sb.ID, ctr.Name)
 	running := len(recs) > 0 && recs[0].State == pod.TaskRunning && recs[0].Hash == pod.ContainerHash(ctr)
+	asked := c.takeRestart(ctr.Name)
+	if asked && running {
+		return c.restartRequested(out, g.p, ctr, recs[0], func(out []action, err error) []action {
+			if err != nil {
+				g.errs = append(g.errs, err)
+			}
+			// Look again at once: it starts again, its backoff reset.
+			g.later(g.now)
+			return k(out, false)
+		})
+	}
 	if path, ok := c.mem.changed[ctr.Name]; ok {
 		delete(c.mem.changed, ctr.Name)
 		if running {
@@ -161,6 +173,9 @@ func (g *convergePass) keep(out []action, ctr *v1.Container, kind pod.ContainerK
 		policy = v1.RestartPolicyAlways
 	}
 	st := decideContainer(ctr, recs, policy, c.backoff, c.streak(ctr.Name), g.now)
+	if asked {
+		out = c.restartWaiting(out, ctr.Name, st)
+	}
 	if st.kind == stepWait {
 		g.later(st.until)
 		out = c.waitingBackOff(out, g.p, ctr.Name, st.until, g.now)

@@ -126,6 +126,9 @@ type Reconciler struct {
 	// which owns the workers; stopped is closed when Run returns.
 	requests chan nodeRequest
 	stopped  chan struct{}
+	// restarts carries restart requests (staticlet restart) into Run's
+	// loop.
+	restarts chan restartRequest
 }
 
 // New returns a Reconciler; it starts nothing.
@@ -157,7 +160,8 @@ func New(cfg Config) *Reconciler {
 	if cfg.AfterWait == 0 {
 		cfg.AfterWait = defaultAfterWait
 	}
-	return &Reconciler{cfg: cfg, requests: make(chan nodeRequest), stopped: make(chan struct{})}
+	return &Reconciler{cfg: cfg, requests: make(chan nodeRequest), stopped: make(chan struct{}),
+		restarts: make(chan restartRequest)}
 }
 
 // heartbeatPeriod is how often the loop turns with nothing else to do, so
@@ -192,6 +196,8 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 			return nil
 		case req := <-r.requests:
 			l.serve(req)
+		case req := <-r.restarts:
+			l.restart(req) // no pod is known yet
 		case first = <-desired:
 			if first == nil {
 				first = []*pod.Pod{}
@@ -219,14 +225,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		case e := <-exits:
 			l.exit(e)
 		case v := <-verdicts:
-			w, ok := l.workers[v.Pod]
-			if !ok {
-				continue // a pod being created or gone: its next pass decides
-			}
-			for _, e := range probeEvents(v) {
-				r.cfg.Reporter.Event(e)
-			}
-			w.box.send(verdictMsg{v})
+			l.verdict(v)
 		case ch := <-r.cfg.FileChanges:
 			if w, ok := l.workers[ch.Pod]; ok {
 				w.box.send(fileMsg{ch})
@@ -247,6 +246,8 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 			}
 		case req := <-r.requests:
 			l.serve(req)
+		case req := <-r.restarts:
+			l.restart(req)
 		case <-resync.C:
 			l.pokeAll()
 			l.sweep()
@@ -365,6 +366,19 @@ func (l *loop) apply(set []*pod.Pod) {
 		}
 	}
 	l.remove(removed)
+}
+
+// verdict tells the worker of a probe verdict's pod of it, and records
+// its events.
+func (l *loop) verdict(v pod.ProbeVerdict) {
+	w, ok := l.workers[v.Pod]
+	if !ok {
+		return // a pod being created or gone: its next pass decides
+	}
+	for _, e := range probeEvents(v) {
+		l.r.cfg.Reporter.Event(e)
+	}
+	w.box.send(verdictMsg{v})
 }
 
 // exit has the worker of the pod of a task that exited look again.

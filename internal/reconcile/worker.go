@@ -145,6 +145,9 @@ func (w *worker) take() {
 		case fileMsg:
 			w.core.fileChanged(m.change.Container, m.change.Path)
 			w.pending = true
+		case restartMsg:
+			w.core.askRestart(m.names)
+			w.pending = true
 		}
 	}
 	if w.cancelHook != nil && w.core.hookObsolete() {
