@@ -166,7 +166,12 @@ func (c *Client) Logs(ctx context.Context, podName, container string, opts LogOp
 
 // do sends a GET request; the caller closes the body.
 func (c *Client) do(ctx context.Context, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://staticlet"+path, nil)
+	return c.send(ctx, http.MethodGet, path)
+}
+
+// send sends a request with no body; the caller closes the response's.
+func (c *Client) send(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://staticlet"+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -208,9 +213,15 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 }
 
 func (c *Client) getJSON(ctx context.Context, path string, out any) error {
+	return c.sendJSON(ctx, http.MethodGet, path, out)
+}
+
+// sendJSON sends a request with no body and decodes the JSON answer into
+// out.
+func (c *Client) sendJSON(ctx context.Context, method, path string, out any) error {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	resp, err := c.do(ctx, path)
+	resp, err := c.send(ctx, method, path)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,8 @@ type ServerConfig struct {
 	// Stats samples the pods' usage for GET /stats/pods; nil makes it
 	// answer 501.
 	Stats StatsReader
+	// Restart serves POST /pods/{name}/restart; nil makes it answer 501.
+	Restart Restarter
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -96,6 +98,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /pods", s.pods)
 	mux.HandleFunc("GET /pods/{name}", s.pod)
 	mux.HandleFunc("GET /pods/{name}/log", s.podLog)
+	mux.HandleFunc("POST /pods/{name}/restart", s.restart)
 	mux.HandleFunc("GET /manifests", s.manifests)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /images", s.images)
@@ -272,6 +275,23 @@ func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*v1.Pod, bool) 
 	return nil, false
 }
 
+// lookupContainer finds the pod a request names, and the container its
+// container parameter names, if any; it answers the request itself when
+// either is unknown. key is the pod's "namespace/name".
+func (s *Server) lookupContainer(w http.ResponseWriter, r *http.Request) (p *v1.Pod, key, container string, ok bool) {
+	p, ok = s.lookup(w, r)
+	if !ok {
+		return nil, "", "", false
+	}
+	key = p.Namespace + "/" + p.Name
+	container = r.URL.Query().Get("container")
+	if container != "" && !hasContainer(p, container) {
+		s.writeError(w, r, http.StatusNotFound, "container %q not found in pod %s", container, key)
+		return nil, "", "", false
+	}
+	return p, key, container, true
+}
+
 func (s *Server) pod(w http.ResponseWriter, r *http.Request) {
 	if p, ok := s.lookup(w, r); ok {
 		s.writeJSON(w, r, http.StatusOK, p)
@@ -296,12 +316,10 @@ func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, http.StatusBadRequest, "%v", err)
 		return
 	}
-	p, ok := s.lookup(w, r)
+	p, key, container, ok := s.lookupContainer(w, r)
 	if !ok {
 		return
 	}
-	key := p.Namespace + "/" + p.Name
-	container := r.URL.Query().Get("container")
 	if container == "" {
 		if len(p.Spec.Containers) != 1 {
 			names := make([]string, len(p.Spec.Containers))
@@ -313,9 +331,6 @@ func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		container = p.Spec.Containers[0].Name
-	} else if !hasContainer(p, container) {
-		s.writeError(w, r, http.StatusNotFound, "container %q not found in pod %s", container, key)
-		return
 	}
 	rc, err := s.cfg.Logs(r.Context(), key, container, opts)
 	if errors.Is(err, fs.ErrNotExist) {
