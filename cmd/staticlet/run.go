@@ -318,10 +318,11 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 			}
 			return rt.Ping(ctx)
 		},
-		Logs:   logOpener(store, cfg.logs.dir),
-		Images: imageLister(rt),
-		Stats:  statsReader(rt),
-		Logger: logger,
+		Logs:    logOpener(store, cfg.logs.dir),
+		Images:  imageLister(rt),
+		Stats:   statsReader(rt),
+		Restart: restarter(rec),
+		Logger:  logger,
 	})
 	healthzLn, err := listenHealthz(cfg.status.healthzAddress)
 	if err != nil {
