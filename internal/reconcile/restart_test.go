@@ -187,3 +187,24 @@ func TestRestartCompleted(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartFailedStart: a container whose start failed, waiting out the
+// backoff of failed starts, is tried again at once.
+func TestRestartFailedStart(t *testing.T) {
+	withPod(t, podSpec{}, Config{Backoff: Backoff{Initial: time.Minute, Max: 5 * time.Minute, Reset: 10 * time.Minute}}, func(t *testing.T, h *harness, p *pod.Pod) {
+		h.rt.setStartErr("app", errors.New("no such file: /etc/app.conf"))
+		h.exit(h.rt.newest(t, p.Key(), "app").ID, 1)
+		h.sleep(2 * time.Minute)
+		if cs := containerStatusOf(t, h.status(p), "app"); cs.State.Waiting == nil || cs.State.Waiting.Reason != "CreateContainerError" {
+			t.Fatalf("app = %s, want waiting after a failed start", stateString(cs.State))
+		}
+		h.rt.setStartErr("app", nil)
+		m := h.mark()
+		if err := h.restart(p, "app"); err != nil {
+			t.Fatalf("Restart = %v, want nil", err)
+		}
+		if got := h.ops(m, "start"); !slices.Equal(got, []string{"start app app#1"}) {
+			t.Errorf("starts = %v, want app#1 at once", got)
+		}
+	})
+}
