@@ -208,3 +208,18 @@ func TestRestartFailedStart(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartRefusedDuringShutdown: once the node shuts down, nothing is
+// restarted.
+func TestRestartRefusedDuringShutdown(t *testing.T) {
+	withPod(t, podSpec{}, Config{}, func(t *testing.T, h *harness, p *pod.Pod) {
+		if err := h.shutdownNode(t.Context(), 10*time.Second, 10*time.Second, time.Minute); err != nil {
+			t.Fatalf("ShutdownNode = %v", err)
+		}
+		m := h.mark()
+		if err := h.restart(p, ""); !errors.Is(err, ErrNotRestartable) {
+			t.Errorf("Restart during a node shutdown = %v, want %v", err, ErrNotRestartable)
+		}
+		h.wantOps(m)
+	})
+}
