@@ -83,6 +83,8 @@ func TestCompletion(t *testing.T) {
 		{[]string{"logs", web, "-c", ""}, []string{"setup", "main", "side"}},
 		{[]string{"logs", web, "-c", "s"}, []string{"setup", "side"}},
 		{[]string{"describe", "pod", ""}, []string{db, web}},
+		{[]string{"restart", "w"}, []string{web}},
+		{[]string{"restart", web, "-c", "m"}, []string{"main"}},
 		{[]string{"get", "pods", "d"}, []string{db}},
 		{[]string{"top", "pods", "w"}, []string{web}},
 		{[]string{"wait", "pod/" + web, ""}, []string{"pod/" + db}},

@@ -45,6 +45,8 @@ twice. So is an init container that is no sidecar.`,
 	o.add(cmd)
 	o.addNamespace(cmd)
 	cmd.Flags().StringVarP(&o.container, "container", "c", "", "the container to restart; every app container when left out")
+	cmd.ValidArgsFunction = completePods(&o.clientFlags, 1, "")
+	_ = cmd.RegisterFlagCompletionFunc("container", completeContainers(&o.clientFlags))
 	return cmd
 }
 
