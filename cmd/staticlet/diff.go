@@ -3,9 +3,9 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -76,13 +76,14 @@ printed naming the file, the line and the field; no staticlet answering).`,
 }
 
 // liveState is what the running staticlet reports: the pods it runs, and
-// the manifest files of its directory source with the pods of each.
+// its sources' manifest files with the pods of each.
 type liveState struct {
-	dir      string              // the manifest directory, or its one file
-	nodeName string              // from the pods' spec.nodeName
-	pods     map[string]*pod.Pod // by key, as the daemon holds them
-	files    map[string][]string // manifest path -> pod keys
-	fileOf   map[string]string   // pod key -> manifest path
+	dir      string               // the manifest directory, or its one file
+	nodeName string               // from the pods' spec.nodeName
+	pods     map[pod.Key]*pod.Pod // in force, as the daemon holds them
+	// sources are the snapshots the daemon's sources last sent, as far
+	// as the status API tells: each file with the pods in force from it.
+	sources []watch.Snapshot
 }
 
 // podChange is the decision for one pod, with the text of the pod before
@@ -107,12 +108,13 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	dirSource := now.dirSource()
 	// target is the manifest path a file of path stands for.
 	target := func(file string) string {
 		switch {
 		case f.as != "":
 			return filepath.Clean(f.as)
-		case now.files[now.dir] != nil:
+		case slices.ContainsFunc(dirSource.Files, func(r watch.FileResult) bool { return r.Path == now.dir }):
 			// The daemon reads one file, not a directory.
 			return now.dir
 		}
@@ -131,32 +133,32 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 	if snap.Err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("%s: %w", path, snap.Err)}
 	}
-	var changes []podChange
 	var errs []error
-	seen := map[string]bool{} // manifest paths stood for
+	given := map[string]string{} // manifest path -> the file that stands for it
+	var targets []watch.FileResult
 	for _, file := range snap.Files {
 		if file.Err != nil {
 			errs = append(errs, file.Err)
 			continue
 		}
 		to := target(file.Path)
-		if seen[to] {
-			errs = append(errs, fmt.Errorf("%s: stands for %s, as another file does", file.Path, to))
+		if other, ok := given[to]; ok {
+			errs = append(errs, fmt.Errorf("%s: stands for %s, as %s does", file.Path, to, other))
 			continue
 		}
-		seen[to] = true
-		cs, err := now.compareFile(file.Path, to, file.Pods)
-		errs = append(errs, err...)
-		changes = append(changes, cs...)
+		given[to] = file.Path
+		targets = append(targets, watch.FileResult{Path: to, Pods: file.Pods})
 	}
-	if f.prune && info.IsDir() {
-		for _, file := range slices.Sorted(maps.Keys(now.files)) {
-			if !seen[file] {
-				cs, _ := now.compareFile(file, file, nil) // no pods: no errors
-				changes = append(changes, cs...)
-			}
+	after, touched := now.replace(targets, f.prune && info.IsDir())
+	// The daemon's own rule for a pod defined twice.
+	afterPods, afterFiles := watch.Merge(after)
+	for _, file := range afterFiles {
+		var dup *watch.DuplicateError
+		if errors.As(file.Err, &dup) && (touched[file.Path] || touched[dup.Winner]) {
+			errs = append(errs, fmt.Errorf("%s: %w", cmp.Or(given[file.Path], file.Path), dup))
 		}
 	}
+	changes := now.compare(afterPods, touched, after, given)
 	n, err := writeChanges(out, changes)
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -184,26 +186,33 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &liveState{dir: filepath.Clean(f.manifestDir), nodeName: f.nodeName, pods: map[string]*pod.Pod{},
-		files: map[string][]string{}, fileOf: map[string]string{}}
-	for _, m := range ms {
-		dir, ok := strings.CutPrefix(m.Source, "dir:")
-		if !ok {
-			continue // a URL's pods are not the manifest directory's
-		}
-		r.dir = dir
-		r.files[m.Path] = m.Pods
-		for _, k := range m.Pods {
-			r.fileOf[k] = m.Path
-		}
-	}
+	r := &liveState{dir: filepath.Clean(f.manifestDir), nodeName: f.nodeName, pods: map[pod.Key]*pod.Pod{}}
+	reported := map[string]*v1.Pod{}
 	for i := range list.Items {
 		p := &list.Items[i]
-		key := p.Namespace + "/" + p.Name
-		r.pods[key] = pod.Reported(p, r.fileOf[key])
+		reported[p.Namespace+"/"+p.Name] = p
 		if p.Spec.NodeName != "" {
 			r.nodeName = p.Spec.NodeName
 		}
+	}
+	for _, m := range ms {
+		if dir, ok := strings.CutPrefix(m.Source, "dir:"); ok {
+			r.dir = dir
+		}
+		if len(r.sources) == 0 || r.sources[len(r.sources)-1].Source != m.Source {
+			r.sources = append(r.sources, watch.Snapshot{Source: m.Source})
+		}
+		file := watch.FileResult{Path: m.Path}
+		for _, key := range m.Pods {
+			// A pod of a manifest that does not run (yet) is not in force.
+			if p, ok := reported[key]; ok {
+				rp := pod.Reported(p, m.Path)
+				file.Pods = append(file.Pods, rp)
+				r.pods[rp.Key()] = rp
+			}
+		}
+		src := &r.sources[len(r.sources)-1]
+		src.Files = append(src.Files, file)
 	}
 	if r.nodeName == "" {
 		if r.nodeName, err = os.Hostname(); err != nil {
@@ -213,32 +222,85 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 	return r, nil
 }
 
-// compareFile decides for each pod of manifest path to (read from file)
-// whose pods would now be pods, and for each pod it defined and no longer
-// does.
-func (r *liveState) compareFile(file, to string, pods []*pod.Pod) ([]podChange, []error) {
+// dirSource returns the snapshot of the manifest directory.
+func (r *liveState) dirSource() watch.Snapshot {
+	for _, s := range r.sources {
+		if s.Source == "dir:"+r.dir {
+			return s
+		}
+	}
+	return watch.Snapshot{Source: "dir:" + r.dir}
+}
+
+// replace returns the daemon's sources as they would be with the files of
+// targets in the manifest directory (each replacing the file of its path,
+// or added), without the directory's other files when prune is set, and
+// the paths of the files replaced, added or pruned.
+func (r *liveState) replace(targets []watch.FileResult, prune bool) ([]watch.Snapshot, map[string]bool) {
+	touched := map[string]bool{}
+	byPath := map[string]watch.FileResult{}
+	for _, t := range targets {
+		byPath[t.Path] = t
+		touched[t.Path] = true
+	}
+	dir := r.dirSource()
+	out := []watch.Snapshot{{Source: dir.Source}}
+	for _, s := range r.sources {
+		if s.Source != dir.Source {
+			out = append(out, s)
+		}
+	}
+	for _, file := range dir.Files {
+		switch t, ok := byPath[file.Path]; {
+		case ok:
+			out[0].Files = append(out[0].Files, t)
+			delete(byPath, file.Path)
+		case prune:
+			touched[file.Path] = true
+		default:
+			out[0].Files = append(out[0].Files, file)
+		}
+	}
+	for _, t := range targets {
+		if _, ok := byPath[t.Path]; ok {
+			out[0].Files = append(out[0].Files, t)
+		}
+	}
+	return out, touched
+}
+
+// compare decides for each pod of a touched file, before or after: the
+// pods in force are now r.pods, and would be afterPods, from the sources
+// after. given names the file that stands for a manifest path.
+func (r *liveState) compare(afterPods []*pod.Pod, touched map[string]bool, after []watch.Snapshot, given map[string]string) []podChange {
+	keys := map[pod.Key]bool{}
+	for _, snaps := range [][]watch.Snapshot{r.sources, after} {
+		for _, s := range snaps {
+			for _, file := range s.Files {
+				if touched[file.Path] {
+					for _, p := range file.Pods {
+						keys[p.Key()] = true
+					}
+				}
+			}
+		}
+	}
+	byKey := map[pod.Key]*pod.Pod{}
+	for _, p := range afterPods {
+		byKey[p.Key()] = p
+	}
 	var out []podChange
-	var errs []error
-	defines := map[string]bool{}
-	for _, p := range pods {
-		key := p.Key().String()
-		defines[key] = true
-		if other, ok := r.fileOf[key]; ok && other != to {
-			errs = append(errs, fmt.Errorf("%s: pod %q is also defined in %s", file, key, other))
-			continue
+	for key := range keys {
+		old, new := r.pods[key], byKey[key]
+		file := ""
+		if new != nil {
+			file = cmp.Or(given[new.Source], new.Source)
+		} else if old != nil {
+			file = old.Source
 		}
-		old := r.pods[key]
-		if r.fileOf[key] == "" {
-			old = nil
-		}
-		out = append(out, podChange{key: key, file: file, change: pod.Compare(old, p), old: podYAML(old), new: podYAML(p)})
+		out = append(out, podChange{key: key.String(), file: file, change: pod.Compare(old, new), old: podYAML(old), new: podYAML(new)})
 	}
-	for _, key := range r.files[to] {
-		if !defines[key] {
-			out = append(out, podChange{key: key, file: to, change: pod.Compare(r.pods[key], nil), old: podYAML(r.pods[key])})
-		}
-	}
-	return out, errs
+	return out
 }
 
 // writeChanges prints each pod's decision and diff, sorted by key, and
