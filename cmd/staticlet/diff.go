@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/status/printers"
 	"github.com/staticlet/staticlet/internal/watch"
@@ -150,12 +150,13 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		targets = append(targets, watch.FileResult{Path: to, Pods: file.Pods})
 	}
 	after, touched := now.replace(targets, f.prune && info.IsDir())
-	// The daemon's own rule for a pod defined twice.
-	afterPods, afterFiles := watch.Merge(after)
+	// The daemon's own rules for a pod defined twice and for pods that
+	// wait for each other. The running files carry no error (their pods
+	// are the ones in force), so an error here is one the change makes.
+	afterPods, afterFiles := desired.Combine(after)
 	for _, file := range afterFiles {
-		var dup *watch.DuplicateError
-		if errors.As(file.Err, &dup) && (touched[file.Path] || touched[dup.Winner]) {
-			errs = append(errs, fmt.Errorf("%s: %w", cmp.Or(given[file.Path], file.Path), dup))
+		if file.Err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", cmp.Or(given[file.Path], file.Path), file.Err))
 		}
 	}
 	changes := now.compare(afterPods, touched, after, given)
@@ -198,6 +199,9 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 	for _, m := range ms {
 		if dir, ok := strings.CutPrefix(m.Source, "dir:"); ok {
 			r.dir = dir
+		}
+		if m.Path == "" {
+			continue // the source's own error
 		}
 		if len(r.sources) == 0 || r.sources[len(r.sources)-1].Source != m.Source {
 			r.sources = append(r.sources, watch.Snapshot{Source: m.Source})

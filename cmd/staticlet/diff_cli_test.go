@@ -97,6 +97,10 @@ func TestDiffCommand(t *testing.T) {
 			want: []string{"pod default/a-n1: restart container app", "+++ default/a-n1 (", "x.yaml)", "pod default/c-n1: add"}},
 		{name: "a new file takes a pod from an old one", src: "/m", files: map[string]string{"0.yaml": manifestOf("b")}, arg: "0.yaml", code: 2,
 			want: []string{`/m/b.yaml: pod "default/b-n1" is also defined in /m/0.yaml`, "pod default/b-n1: nothing"}},
+		{name: "pods that wait for each other", src: "/m", arg: ".", code: 2, files: map[string]string{
+			"a.yaml": strings.Replace(manifestOf("a"), "  name: a\n", "  name: a\n  annotations: {staticlet.io/after: b}\n", 1),
+			"b.yaml": strings.Replace(manifestOf("b"), "  name: b\n", "  name: b\n  annotations: {staticlet.io/after: a}\n", 1),
+		}, want: []string{"a.yaml: metadata.annotations[staticlet.io/after]: the pods wait for each other in a cycle", "pod default/a-n1: remove"}},
 		{name: "the daemon reads one file", src: "/m/a.yaml", files: map[string]string{"x.yaml": changed}, arg: "x.yaml", code: 1,
 			want: []string{"pod default/a-n1: restart container app"}},
 		{name: "invalid", src: "/m", files: map[string]string{"a.yaml": strings.Replace(changed, "args:", "argz:", 1)}, arg: "a.yaml", code: 2,
