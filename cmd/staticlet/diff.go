@@ -168,7 +168,7 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		for _, err := range errs {
 			fmt.Fprintln(errOut, strings.TrimSpace(err.Error()))
 		}
-		return &exitError{code: 2, err: fmt.Errorf("%d invalid manifest(s)", len(errs))}
+		return &exitError{code: 2, err: fmt.Errorf("%d manifest error(s)", len(errs))}
 	}
 	if n > 0 {
 		return &exitError{code: 1, raw: true, err: fmt.Errorf("%d pod(s) would change", n)}
