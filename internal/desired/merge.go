@@ -121,8 +121,7 @@ func (s *mergeState) add(snap watch.Snapshot) (pods []*pod.Pod, manifests []Mani
 		snaps = append(snaps, l)
 	}
 	slices.SortFunc(snaps, func(a, b watch.Snapshot) int { return cmp.Compare(a.Source, b.Source) })
-	pods, files := watch.Merge(snaps)
-	pods, files = refuseCycles(pods, files)
+	pods, files := Combine(snaps)
 	s.logged = logDuplicates(files, s.logged, s.logger)
 	complete = true
 	for _, name := range s.sources {
@@ -131,6 +130,15 @@ func (s *mergeState) add(snap watch.Snapshot) (pods []*pod.Pod, manifests []Mani
 		}
 	}
 	return pods, manifestResults(snaps, files), complete
+}
+
+// Combine merges the latest snapshot of each source into the pods to run
+// and the results of every file, as the daemon does: watch.Merge's rule
+// for a pod defined twice, then the pods that wait for each other in a
+// cycle refused. `staticlet diff` calls it on the sources as they would be.
+func Combine(snaps []watch.Snapshot) ([]*pod.Pod, []watch.FileResult) {
+	pods, files := watch.Merge(snaps)
+	return refuseCycles(pods, files)
 }
 
 // logDuplicates logs each definition Merge ignored, and each pod refused

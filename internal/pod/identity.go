@@ -99,8 +99,31 @@ func addToleration(s *v1.PodSpec, t v1.Toleration) {
 // not what it is), the spec without its app containers, and the app
 // containers' host port mappings (they are set up with the sandbox's
 // network, as CRI's PodSandboxConfig.PortMappings are). The UID is left out:
-// it changes with every edit, also of a container.
+// it changes with every edit, also of a container. Compare names the fields
+// of the same scope that differ.
 func sandboxHash(p *v1.Pod) string {
+	return shortHash(sandboxScopeOf(p))
+}
+
+// portMapping is one host port of an app container, as the sandbox hash
+// covers it.
+type portMapping struct {
+	Container string `json:"container"`
+	v1.ContainerPort
+}
+
+// sandboxScope is what sandboxHash hashes: the pod-level parts of a pod.
+type sandboxScope struct {
+	Namespace   string            `json:"namespace"`
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	Spec        *v1.PodSpec       `json:"spec"`
+	HostPorts   []portMapping     `json:"hostPorts"`
+}
+
+// sandboxScopeOf returns the pod-level parts of p (see sandboxHash).
+func sandboxScopeOf(p *v1.Pod) sandboxScope {
 	annotations := map[string]string{}
 	for k, v := range p.Annotations {
 		if k != AnnotationSeen && k != AnnotationHash && !strings.HasPrefix(k, ownAnnotationPrefix) {
@@ -109,10 +132,6 @@ func sandboxHash(p *v1.Pod) string {
 	}
 	spec := p.Spec.DeepCopy()
 	spec.Containers = nil
-	type portMapping struct {
-		Container string `json:"container"`
-		v1.ContainerPort
-	}
 	var ports []portMapping
 	for _, c := range p.Spec.Containers {
 		for _, port := range c.Ports {
@@ -121,14 +140,7 @@ func sandboxHash(p *v1.Pod) string {
 			}
 		}
 	}
-	return shortHash(struct {
-		Namespace   string            `json:"namespace"`
-		Name        string            `json:"name"`
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations"`
-		Spec        *v1.PodSpec       `json:"spec"`
-		HostPorts   []portMapping     `json:"hostPorts"`
-	}{p.Namespace, p.Name, p.Labels, annotations, spec, ports})
+	return sandboxScope{p.Namespace, p.Name, p.Labels, annotations, spec, ports}
 }
 
 // shortHash returns the first 16 hex digits of the SHA-256 of v's JSON.

@@ -420,20 +420,10 @@ type runningHook struct {
 }
 
 // obsolete tells whether the container the hook runs for will be stopped
-// for desired: the pod is removed or replaced, or the container changed.
+// for desired: the pod is removed or replaced, or the container changed or
+// dropped, as pod.Compare (and `staticlet diff`) decides it.
 func (h *runningHook) obsolete(desired *pod.Pod) bool {
-	if desired == nil || desired.SandboxHash != h.pod.SandboxHash {
-		return true
-	}
-	want := pod.ContainerHash(h.container)
-	for _, cs := range [][]v1.Container{desired.Spec.InitContainers, desired.Spec.Containers} {
-		for i := range cs {
-			if cs[i].Name == h.container.Name {
-				return pod.ContainerHash(&cs[i]) != want
-			}
-		}
-	}
-	return true
+	return pod.Compare(h.pod, desired).Affects(h.container.Name)
 }
 
 // killUnhealthy stops running container r of ctr, whose liveness or

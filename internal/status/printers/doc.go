@@ -1,7 +1,7 @@
 // Package printers writes what the status API returns for a person at a
 // terminal, the way kubectl does: the tables of `staticlet get` (pods,
-// manifests, images), the text of `staticlet describe pod`, and any object
-// as JSON or YAML.
+// manifests, images), the text of `staticlet describe pod`, the unified
+// diffs of `staticlet diff`, and any object as JSON or YAML.
 //
 // It only formats: it takes the objects (core/v1 Pods, the status
 // package's Manifest and ImageList types, events) and the time to measure
