@@ -26,6 +26,20 @@ func (s *Server) ServeHealthz(ctx context.Context, ln net.Listener) error {
 	return serve(ctx, ln, s.HealthzHandler(), "healthz on "+ln.Addr().String(), s.log)
 }
 
+// ServeMetrics serves only GET /metrics, ServerConfig.Metrics, on ln
+// until ctx is cancelled, then shuts down gracefully. It closes ln. Like
+// ServeHealthz, it is for a TCP port, where the rest of the API is not
+// served.
+func (s *Server) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	if s.cfg.Metrics == nil {
+		ln.Close()
+		return fmt.Errorf("serving metrics on %s: no metrics configured", ln.Addr())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.cfg.Metrics)
+	return serve(ctx, ln, mux, "metrics on "+ln.Addr().String(), s.log)
+}
+
 // serve serves h on ln until ctx is cancelled, then shuts down, giving
 // requests in flight shutdownTimeout. Requests see ctx, so log streams that
 // follow end when staticlet stops instead of holding up the shutdown. what

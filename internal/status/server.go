@@ -70,6 +70,9 @@ type ServerConfig struct {
 	Stats StatsReader
 	// Restart serves POST /pods/{name}/restart; nil makes it answer 501.
 	Restart Restarter
+	// Metrics, when set, serves GET /metrics (Prometheus' text format);
+	// the status package knows nothing of what it holds.
+	Metrics http.Handler
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -103,6 +106,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /images", s.images)
 	mux.HandleFunc("GET /stats/pods", s.podStats)
+	if s.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", s.cfg.Metrics)
+	}
 	return mux
 }
 
