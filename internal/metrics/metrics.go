@@ -52,10 +52,14 @@ type Metrics struct {
 	pulls         *prometheus.CounterVec
 	pullDuration  prometheus.Histogram
 
-	// mu guards started: the UID of each pod whose start was observed,
-	// so that a pod's start counts once, and a replaced pod's again.
-	mu      sync.Mutex
+	// mu guards the maps below.
+	mu sync.Mutex
+	// started is the UID of each pod whose start was observed, so that a
+	// pod's start counts once, and a replaced pod's again.
 	started map[pod.Key]types.UID
+	// uids is the UID of each pod as last updated, so that the probe
+	// series of a replaced pod go.
+	uids map[pod.Key]types.UID
 }
 
 // New returns Metrics for cfg, its collectors registered.
@@ -67,6 +71,7 @@ func New(cfg Config) *Metrics {
 		cfg:     cfg,
 		reg:     prometheus.NewRegistry(),
 		started: map[pod.Key]types.UID{},
+		uids:    map[pod.Key]types.UID{},
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_probe_total",
 			Help: "Cumulative number of a liveness, readiness or startup probe for a container by result.",
@@ -136,19 +141,24 @@ func (m *Metrics) ProbeRan(r pod.ProbeRun) {
 // PodUpdated observes the start of p the first time p, by its UID, is
 // reported running: the time since its manifest was seen (its
 // pod.AnnotationSeen), as the kubelet does. A pod without that
-// annotation is not observed.
+// annotation is not observed. The probe series of the pod p replaced
+// (another UID) go.
 func (m *Metrics) PodUpdated(p *v1.Pod) {
-	if p.Status.Phase != v1.PodRunning {
-		return
-	}
 	key := pod.Key{Namespace: p.Namespace, Name: p.Name}
 	m.mu.Lock()
-	if m.started[key] == p.UID {
-		m.mu.Unlock()
+	old, had := m.uids[key]
+	m.uids[key] = p.UID
+	start := p.Status.Phase == v1.PodRunning && m.started[key] != p.UID
+	if start {
+		m.started[key] = p.UID
+	}
+	m.mu.Unlock()
+	if had && old != p.UID {
+		m.probes.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "pod": key.Name, "pod_uid": string(old)})
+	}
+	if !start {
 		return
 	}
-	m.started[key] = p.UID
-	m.mu.Unlock()
 	seen, err := time.Parse(time.RFC3339Nano, p.Annotations[pod.AnnotationSeen])
 	if err != nil {
 		return
@@ -163,6 +173,7 @@ func (m *Metrics) PodUpdated(p *v1.Pod) {
 func (m *Metrics) ForgetPod(key pod.Key) {
 	m.mu.Lock()
 	delete(m.started, key)
+	delete(m.uids, key)
 	m.mu.Unlock()
 	labels := prometheus.Labels{"namespace": key.Namespace, "pod": key.Name}
 	m.probes.DeletePartialMatch(labels)

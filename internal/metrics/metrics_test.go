@@ -83,9 +83,9 @@ func TestMetrics(t *testing.T) {
 		Now:            func() time.Time { return now },
 	})
 	key := pod.Key{Namespace: "kube-system", Name: "etcd-node"}
-	m.ProbeRan(pod.ProbeRun{Pod: key, UID: "u1", Container: "etcd", Type: pod.Liveness, OK: true, Took: 3 * time.Millisecond})
-	m.ProbeRan(pod.ProbeRun{Pod: key, UID: "u1", Container: "etcd", Type: pod.Liveness, OK: true, Took: time.Millisecond})
-	m.ProbeRan(pod.ProbeRun{Pod: key, UID: "u1", Container: "etcd", Type: pod.Readiness, OK: false})
+	probe := func(uid string, typ pod.ProbeType, ok bool) {
+		m.ProbeRan(pod.ProbeRun{Pod: key, UID: uid, Container: "etcd", Type: typ, OK: ok, Took: time.Millisecond})
+	}
 	m.URLPolled("http://x/pods", 200)
 	m.URLPolled("http://x/pods", 304)
 	m.URLPolled("http://x/pods", 304)
@@ -100,19 +100,23 @@ func TestMetrics(t *testing.T) {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: "u1",
 		Annotations: map[string]string{pod.AnnotationSeen: seen}}}
 	m.PodUpdated(p) // pending: not started
+	probe("u1", pod.Liveness, true)
 	p.Status.Phase = v1.PodRunning
 	m.PodUpdated(p)
 	m.PodUpdated(p) // the same pod again: counted once
+	probe("u1", pod.Liveness, true)
 	p = p.DeepCopy()
-	p.UID = "u2" // the manifest changed: a new pod
+	p.UID = "u2" // the manifest changed: a new pod, u1's series go
 	m.PodUpdated(p)
+	probe("u2", pod.Liveness, true)
+	probe("u2", pod.Readiness, false)
 
 	samples := scrape(t, m)
 	liveness := []string{"probe_type=Liveness", "pod=" + key.Name, "namespace=" + key.Namespace, "container=etcd"}
 	checkSeries(t, samples, []series{
-		{"prober_probe_total", []string{"probe_type=Liveness", "result=successful", "pod_uid=u1"}, 2},
+		{"prober_probe_total", []string{"probe_type=Liveness", "result=successful", "pod_uid=u2"}, 1},
 		{"prober_probe_total", []string{"probe_type=Readiness", "result=failed"}, 1},
-		{"prober_probe_duration_seconds", liveness, 2},
+		{"prober_probe_duration_seconds", liveness, 3},
 		{"staticlet_manifest_url_polls_total", []string{"url=http://x/pods", "code=200"}, 1},
 		{"staticlet_manifest_url_polls_total", []string{"code=304"}, 2},
 		{"staticlet_manifest_url_polls_total", []string{"code=error"}, 1},
@@ -146,6 +150,9 @@ func TestMetrics(t *testing.T) {
 	}
 	if s, _ := metricstest.Find(samples, "staticlet_container_restarts_total"); s.Type != dto.MetricType_COUNTER {
 		t.Errorf("staticlet_container_restarts_total is a %v, want a counter", s.Type)
+	}
+	if _, ok := metricstest.Find(samples, "prober_probe_total", "pod_uid=u1"); ok {
+		t.Errorf("prober_probe_total has series of pod_uid u1, which u2 replaced")
 	}
 	if _, ok := metricstest.Find(samples, "prober_probe_duration_seconds", "probe_type=Readiness"); ok {
 		t.Errorf("prober_probe_duration_seconds has a Readiness series: only successful runs are timed")
