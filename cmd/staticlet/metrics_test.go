@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -33,15 +35,19 @@ spec:
       periodSeconds: 1
 `
 
-// TestMetrics runs a probed pod, a crash-looping one and a bad manifest,
-// and reads the metrics on the status socket and on --metrics-address
-// with Prometheus' parser: pods by phase, a restart counter that moves
-// with each restart, probe counters, the start latency, the manifest
-// error and the build info.
+// TestMetrics runs a probed pod, a crash-looping one, a bad manifest and
+// a manifest URL, and reads the metrics on the status socket and on
+// --metrics-address with Prometheus' parser: pods by phase, a restart
+// counter that moves with each restart, probe counters, the start
+// latency, URL polls, the manifest error and the build info.
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	d := e.start("--metrics-address", addr)
+	urlSource := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"apiVersion": "v1", "kind": "PodList", "items": []}`)
+	}))
+	defer urlSource.Close()
+	d := e.start("--metrics-address", addr, "--manifest-url", urlSource.URL+"/pods", "--http-check-frequency", "1s")
 	e.write("probed.yaml", probedPod)
 	e.write("crasher.yaml", strings.NewReplacer("NAME", "crasher", "POLICY", "Always", "CODE", "1").Replace(exiter))
 	e.write("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec: {containers: [{name: x}], bogus: 1}\n")
@@ -78,6 +84,7 @@ func TestMetrics(t *testing.T) {
 	waitMetric("both pods Running", "staticlet_pods", func(v float64) bool { return v == 2 }, "phase=Running")
 	waitMetric("running pods", "kubelet_running_pods", atLeast(1))
 	waitMetric("a running container", "kubelet_running_containers", atLeast(1), "container_state=running")
+	waitMetric("URL polls counted", "staticlet_manifest_url_polls_total", atLeast(2), "url="+urlSource.URL+"/pods", "code=200")
 	waitMetric("the bad manifest counted", "staticlet_manifest_errors", func(v float64) bool { return v == 1 })
 
 	// The restart counter moves with each restart of the crashing container.
