@@ -105,6 +105,9 @@ func TestMetrics(t *testing.T) {
 	if s, ok := metricstest.Find(last, "staticlet_build_info", "goversion="+runtime.Version()); !ok || s.Labels["version"] == "" || s.Value != 1 {
 		t.Errorf("staticlet_build_info = %+v (found %v), want 1 with a version and goversion %s", s, ok, runtime.Version())
 	}
+	if _, ok := metricstest.Find(last, "kubelet_http_requests_total", "path=metrics", "server_type=socket", "method=GET"); !ok {
+		t.Errorf("no kubelet_http_requests_total of the socket's GET /metrics")
+	}
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes"} {
 		if _, ok := metricstest.Find(last, name); !ok {
 			t.Errorf("no %s on the socket's /metrics", name)

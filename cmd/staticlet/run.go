@@ -325,12 +325,13 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 			}
 			return rt.Ping(ctx)
 		},
-		Logs:    logOpener(store, cfg.logs.dir),
-		Images:  imageLister(rt),
-		Stats:   statsReader(rt),
-		Restart: restarter(rec),
-		Metrics: meters.Handler(),
-		Logger:  logger,
+		Logs:       logOpener(store, cfg.logs.dir),
+		Images:     imageLister(rt),
+		Stats:      statsReader(rt),
+		Restart:    restarter(rec),
+		Metrics:    meters.Handler(),
+		Instrument: meters.InstrumentHTTP,
+		Logger:     logger,
 	})
 	healthzLn, err := listenTCP("healthz-address", cfg.status.healthzAddress)
 	if err != nil {

@@ -51,6 +51,7 @@ type Metrics struct {
 	imports       *prometheus.CounterVec
 	pulls         *prometheus.CounterVec
 	pullDuration  prometheus.Histogram
+	http          httpMetrics
 
 	// mu guards the maps below.
 	mu sync.Mutex
@@ -70,6 +71,7 @@ func New(cfg Config) *Metrics {
 	m := &Metrics{
 		cfg:     cfg,
 		reg:     prometheus.NewRegistry(),
+		http:    newHTTPMetrics(),
 		started: map[pod.Key]types.UID{},
 		uids:    map[pod.Key]types.UID{},
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -114,6 +116,7 @@ func New(cfg Config) *Metrics {
 		buildInfo, m.probes, m.probeDuration, m.podStart, m.urlPolls, m.imports, m.pulls, m.pullDuration,
 		stateCollector{pods: cfg.Pods, manifestErrors: cfg.ManifestErrors},
 	)
+	m.reg.MustRegister(m.http.collectors()...)
 	return m
 }
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"testing"
@@ -168,4 +169,32 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s still has series of pod %s after ForgetPod", name, key)
 		}
 	}
+}
+
+// TestMetricsHTTP checks the kubelet's HTTP server metrics: requests by
+// method, first path segment (unknown ones as "other"), server and
+// whether they are long-running.
+func TestMetricsHTTP(t *testing.T) {
+	m := New(Config{})
+	h := m.InstrumentHTTP("socket", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, req := range []struct{ method, target string }{
+		{"GET", "/pods"},
+		{"GET", "/pods/web"},
+		{"GET", "/pods/web/log?follow=true"},
+		{"GET", "/healthz"},
+		{"GET", "/no/such/thing"},
+		{"BREW", "/pods"},
+	} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(req.method, req.target, nil))
+	}
+	samples := scrape(t, m)
+	checkSeries(t, samples, []series{
+		{"kubelet_http_requests_total", []string{"method=GET", "path=pods", "server_type=socket", "long_running=false"}, 2},
+		{"kubelet_http_requests_total", []string{"method=GET", "path=pods", "long_running=true"}, 1},
+		{"kubelet_http_requests_total", []string{"method=GET", "path=healthz"}, 1},
+		{"kubelet_http_requests_total", []string{"method=GET", "path=other"}, 1},
+		{"kubelet_http_requests_total", []string{"method=other", "path=pods"}, 1},
+		{"kubelet_http_requests_duration_seconds", []string{"method=GET", "path=pods", "long_running=false"}, 2},
+		{"kubelet_http_inflight_requests", []string{"method=GET", "path=pods", "long_running=false"}, 0},
+	})
 }

@@ -23,7 +23,7 @@ func (s *Server) HealthzHandler() http.Handler {
 // ServeHealthz serves HealthzHandler on ln until ctx is cancelled, then
 // shuts down gracefully. It closes ln.
 func (s *Server) ServeHealthz(ctx context.Context, ln net.Listener) error {
-	return serve(ctx, ln, s.HealthzHandler(), "healthz on "+ln.Addr().String(), s.log)
+	return serve(ctx, ln, s.instrument("healthz", s.HealthzHandler()), "healthz on "+ln.Addr().String(), s.log)
 }
 
 // ServeMetrics serves only GET /metrics, ServerConfig.Metrics, on ln
@@ -37,7 +37,7 @@ func (s *Server) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", s.cfg.Metrics)
-	return serve(ctx, ln, mux, "metrics on "+ln.Addr().String(), s.log)
+	return serve(ctx, ln, s.instrument("metrics", mux), "metrics on "+ln.Addr().String(), s.log)
 }
 
 // serve serves h on ln until ctx is cancelled, then shuts down, giving

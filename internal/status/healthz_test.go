@@ -81,11 +81,20 @@ func TestServeHealthz(t *testing.T) {
 }
 
 // TestMetricsEndpoint checks that GET /metrics is the configured handler,
-// on the socket's API and alone on ServeMetrics' port, and absent from
-// the API when none is configured.
+// on the socket's API and alone on ServeMetrics' port (through
+// Instrument), and absent from the API when none is configured.
 func TestMetricsEndpoint(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "up 1\n") })
-	with := NewServer(ServerConfig{Store: NewStore(), Metrics: metrics})
+	var instrumented atomic.Int32
+	with := NewServer(ServerConfig{Store: NewStore(), Metrics: metrics,
+		Instrument: func(server string, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if server == "metrics" {
+					instrumented.Add(1)
+				}
+				h.ServeHTTP(w, r)
+			})
+		}})
 	without := NewServer(ServerConfig{Store: NewStore()})
 	ln, cancel, done := serveLoopback(t, with.ServeMetrics)
 	defer func() {
@@ -124,5 +133,8 @@ func TestMetricsEndpoint(t *testing.T) {
 				t.Errorf("GET %s body = %q, want the metrics handler's", tt.path, rec.Body.String())
 			}
 		})
+	}
+	if n := instrumented.Load(); n != 2 {
+		t.Errorf("Instrument's handler for server \"metrics\" saw %d requests, want the port's 2", n)
 	}
 }
