@@ -85,7 +85,7 @@ func TestMetrics(t *testing.T) {
 	waitMetric("running pods", "kubelet_running_pods", atLeast(1))
 	waitMetric("a running container", "kubelet_running_containers", atLeast(1), "container_state=running")
 	waitMetric("URL polls counted", "staticlet_manifest_url_polls_total", atLeast(2), "url="+urlSource.URL+"/pods", "code=200")
-	waitMetric("the bad manifest counted", "staticlet_manifest_errors", func(v float64) bool { return v == 1 })
+	waitMetric("the bad manifest counted", "staticlet_manifest_errors", func(v float64) bool { return v == 1 }, "source=dir:"+e.manifest)
 
 	// The restart counter moves with each restart of the crashing container.
 	crasher := []string{"namespace=default", "pod=crasher-" + testNode, "container=main"}

@@ -14,7 +14,7 @@ import (
 // without bound.
 var httpPaths = map[string]bool{
 	"healthz": true, "readyz": true, "pods": true, "manifests": true,
-	"events": true, "images": true, "metrics": true,
+	"events": true, "images": true, "metrics": true, "stats": true,
 }
 
 // httpMethods are the methods counted by name; any other is "other".
