@@ -387,20 +387,21 @@ func (cf *configFile) log(logger *slog.Logger) {
 	}
 }
 
-// listenHealthz listens on the --healthz-address; nil when there is none.
-// It listens before anything runs so that a taken port fails the start.
-func listenHealthz(addr string) (net.Listener, error) {
+// listenTCP listens on addr, the value of --flag (--healthz-address,
+// --metrics-address); nil when there is none. It listens before anything
+// runs so that a taken port fails the start.
+func listenTCP(flag, addr string) (net.Listener, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	ln, err := net.Listen("tcp", loopbackDefault(addr))
 	if err != nil {
-		return nil, fmt.Errorf("--healthz-address: %w", err)
+		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
 	return ln, nil
 }
 
-// loopbackDefault completes a --healthz-address without a host ("10248",
+// loopbackDefault completes a TCP address without a host ("10248",
 // ":10248") with 127.0.0.1: the endpoint is loopback unless an address
 // (0.0.0.0 for all) is written out.
 func loopbackDefault(addr string) string {

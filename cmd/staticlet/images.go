@@ -66,6 +66,7 @@ func reportImports(ctx context.Context, updates <-chan images.Update, store *sta
 		store.SetImports(files)
 		var names []string
 		for _, f := range u.Done {
+			rep.metrics.ImageImported(f.Error != "")
 			rep.Event(importEvent(f))
 			names = append(names, f.Images...)
 		}

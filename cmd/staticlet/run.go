@@ -24,6 +24,7 @@ import (
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/logd"
+	"github.com/staticlet/staticlet/internal/metrics"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/reconcile"
@@ -107,11 +108,13 @@ type podNetworkConfig struct {
 	nftTable   string
 }
 
-// statusConfig configures the status socket and the TCP healthz endpoint.
+// statusConfig configures the status socket and the TCP healthz and
+// metrics endpoints.
 type statusConfig struct {
 	socket         string
 	group          string // may read the socket; root only if empty
 	healthzAddress string // off if empty
+	metricsAddress string // off if empty
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -173,6 +176,8 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.urlSource.caFile, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
 	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
 	f.StringVar(&cfg.status.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
+	f.StringVar(&cfg.status.metricsAddress, "metrics-address", "", "host:port serving GET /metrics (Prometheus) over TCP (e.g. 127.0.0.1:10255; a port alone is on 127.0.0.1); off if empty. "+
+		"The status socket always serves it")
 	f.StringVar(&cfg.images.credentials, "image-credentials", "", "docker config.json with registry credentials, read instead of the kubelet's search path (--root-dir, ~/.docker, /.docker)")
 	f.StringVar(&cfg.images.registryConfigDir, "registry-config-dir", "", "directory of containerd-style HOST/hosts.toml files: mirrors, CA files, plain HTTP")
 	f.StringVar(&cfg.images.importDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
@@ -241,6 +246,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	store := status.NewStore()
+	meters := newMetrics(store)
 	// imports is set before anything can call AwaitImports: the runtime
 	// resolves no image before the errgroup below starts.
 	var imports *images.Dir
@@ -262,6 +269,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		NoPodCgroups:         !cfg.runtime.cgroupsPerQOS,
 		SystemdCgroups:       cfg.runtime.cgroupDriver == "systemd",
 		PodPidsLimit:         cfg.runtime.podPidsLimit,
+		Pulled:               meters.ImagePulled,
 		Logger:               logger,
 	})
 	if err != nil {
@@ -286,9 +294,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	})
 	arrived := make(chan []string)
 
-	store := status.NewStore()
-	rep := reporter{store: store, logger: logger}
-	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Logger: logger})
+	rep := reporter{store: store, metrics: meters, logger: logger}
+	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Ran: meters.ProbeRan, Logger: logger})
 	// The files whose changes restart containers (restart-on-change),
 	// looked at again as often as the manifests.
 	files := filewatch.New(filewatch.Config{Resync: cfg.dirSource.fileCheckFrequency, Logger: logger})
@@ -304,7 +311,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Watcher:       files,
 		FileChanges:   files.Changes(),
 	})
-	sources, err := manifestSources(cfg, logger)
+	sources, err := manifestSources(cfg, logger, meters.URLPolled)
 	if err != nil {
 		return err
 	}
@@ -318,14 +325,23 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 			}
 			return rt.Ping(ctx)
 		},
-		Logs:    logOpener(store, cfg.logs.dir),
-		Images:  imageLister(rt),
-		Stats:   statsReader(rt),
-		Restart: restarter(rec),
-		Logger:  logger,
+		Logs:       logOpener(store, cfg.logs.dir),
+		Images:     imageLister(rt),
+		Stats:      statsReader(rt),
+		Restart:    restarter(rec),
+		Metrics:    meters.Handler(),
+		Instrument: meters.InstrumentHTTP,
+		Logger:     logger,
 	})
-	healthzLn, err := listenHealthz(cfg.status.healthzAddress)
+	healthzLn, err := listenTCP("healthz-address", cfg.status.healthzAddress)
 	if err != nil {
+		return err
+	}
+	metricsLn, err := listenTCP("metrics-address", cfg.status.metricsAddress)
+	if err != nil {
+		if healthzLn != nil {
+			healthzLn.Close()
+		}
 		return err
 	}
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
@@ -363,6 +379,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if healthzLn != nil {
 		g.Go(func() error { return server.ServeHealthz(ctx, healthzLn) })
 	}
+	if metricsLn != nil {
+		g.Go(func() error { return server.ServeMetrics(ctx, metricsLn) })
+	}
 	g.Go(func() error { return server.Run(ctx) })
 	g.Go(func() error { return notifier.Run(ctx) })
 	g.Go(func() error { return shutdown.Run(ctx) })
@@ -388,13 +407,22 @@ func (p probeRuntime) DialPod(ctx context.Context, id, sandboxID, network, addr 
 }
 
 type reporter struct {
-	store  *status.Store
-	logger *slog.Logger
+	store   *status.Store
+	metrics *metrics.Metrics
+	logger  *slog.Logger
 }
 
-func (r reporter) SetPod(p *v1.Pod)      { r.store.SetPod(p) }
-func (r reporter) DeletePod(key pod.Key) { r.store.DeletePod(key) }
-func (r reporter) SetReady()             { r.store.SetReady() }
+func (r reporter) SetPod(p *v1.Pod) {
+	r.metrics.PodUpdated(p)
+	r.store.SetPod(p)
+}
+
+func (r reporter) DeletePod(key pod.Key) {
+	r.metrics.ForgetPod(key)
+	r.store.DeletePod(key)
+}
+
+func (r reporter) SetReady() { r.store.SetReady() }
 func (r reporter) Event(e pod.Event) {
 	level := slog.LevelInfo
 	if e.Type == pod.EventWarning {

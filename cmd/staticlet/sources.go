@@ -24,8 +24,9 @@ type manifestSource interface {
 }
 
 // manifestSources builds the sources the flags ask for: the manifest
-// directory, always, and the manifest URL when one is given.
-func manifestSources(cfg runConfig, logger *slog.Logger) ([]manifestSource, error) {
+// directory, always, and the manifest URL when one is given, which tells
+// polled of every poll's status code.
+func manifestSources(cfg runConfig, logger *slog.Logger, polled func(url string, code int)) ([]manifestSource, error) {
 	dir := watch.NewDir(watch.DirConfig{
 		Path:   cfg.dirSource.path,
 		Resync: cfg.dirSource.fileCheckFrequency,
@@ -62,6 +63,7 @@ func manifestSources(cfg runConfig, logger *slog.Logger) ([]manifestSource, erro
 				NodeName: cfg.nodeName, SourceKind: pod.SourceHTTP, Seen: time.Now(), AllowEmptyList: true,
 			})
 		},
+		Polled: polled,
 		Logger: logger,
 	})
 	if err != nil {

@@ -28,6 +28,9 @@ type Runtime interface {
 type Config struct {
 	Runtime Runtime
 	Logger  *slog.Logger
+	// Ran, when set, is told of every probe run, from the workers'
+	// goroutines: it must be safe for concurrent use and not block.
+	Ran func(pod.ProbeRun)
 	// Buffer is the capacity of the verdict channel; default 256.
 	Buffer int
 }

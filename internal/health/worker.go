@@ -105,12 +105,21 @@ func (w *worker) probe(ctx context.Context, chk check) bool {
 		return true
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeoutOf(w.spec))
+	began := time.Now()
 	warning, err := chk(pctx)
+	took := time.Since(began)
 	cancel()
 	if ctx.Err() != nil {
 		return false
 	}
 	ok := err == nil
+	if ran := w.m.cfg.Ran; ran != nil {
+		r := pod.ProbeRun{Pod: w.key, Container: w.c.target.Container.Name, Type: w.typ, OK: ok, Took: took}
+		if w.c.target.Pod != nil {
+			r.UID = string(w.c.target.Pod.UID)
+		}
+		ran(r)
+	}
 	if ok == w.last && w.streak > 0 {
 		w.streak++
 	} else {

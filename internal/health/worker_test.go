@@ -72,10 +72,14 @@ func (c *collected) all() []string {
 
 // startManager runs a Manager over rt in the bubble, already past its
 // first period (so that no start-up jitter applies unless asked), and
-// collects its verdicts.
-func startManager(t *testing.T, rt Runtime, settle time.Duration) (*Manager, *collected, time.Time) {
+// collects its verdicts. opts change its Config.
+func startManager(t *testing.T, rt Runtime, settle time.Duration, opts ...func(*Config)) (*Manager, *collected, time.Time) {
 	t.Helper()
-	m := New(Config{Runtime: rt})
+	cfg := Config{Runtime: rt}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m := New(cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
@@ -257,6 +261,50 @@ func TestWorkerGrid(t *testing.T) {
 					t.Errorf("container %d runs %d and %d %v apart, want the period, 1s", i, k-1, k, runs[k]-runs[k-1])
 				}
 			}
+		}
+	})
+}
+
+// TestWorkerRan checks that Config.Ran hears of every run, before
+// thresholds, with its outcome, the container and the pod's UID; and of
+// no run that startup gating skipped.
+func TestWorkerRan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newScripted()
+		var mu sync.Mutex
+		var runs []string
+		m, _, _ := startManager(t, rt, 0, func(c *Config) {
+			c.Ran = func(r pod.ProbeRun) {
+				mu.Lock()
+				defer mu.Unlock()
+				runs = append(runs, fmt.Sprintf("%s %s/%s uid=%s ok=%v took=%v", r.Type, r.Pod, r.Container, r.UID, r.OK, r.Took))
+			}
+		})
+		time.Sleep(time.Minute) // past the start-up jitter
+		synctest.Wait()
+		ctr := &v1.Container{Name: "app", StartupProbe: execProbe("start", 0, 1, 1, 10), ReadinessProbe: execProbe("ready", 0, 1, 1, 1)}
+		rt.set("start", true)
+		tg := targetFor(ctr, true)
+		tg.Pod.UID = "u1"
+		tg.StartedAt = time.Now()
+		m.Set(pod.Key{Namespace: "default", Name: "web"}, []pod.ProbeTarget{tg})
+		time.Sleep(1500 * time.Millisecond) // startup fails twice: readiness waits
+		rt.set("start", false)
+		time.Sleep(2 * time.Second) // startup passes once, readiness runs
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{
+			"Startup default/web/app uid=u1 ok=false took=0s",
+			"Startup default/web/app uid=u1 ok=false took=0s",
+			"Startup default/web/app uid=u1 ok=true took=0s",
+			"Readiness default/web/app uid=u1 ok=true took=0s",
+		}
+		if n := len(rt.ran("start")) + len(rt.ran("ready")); n != len(runs) {
+			t.Errorf("Ran told of %d runs, the runtime ran %d", len(runs), n)
+		}
+		if len(runs) < len(want) || !equal(runs[:len(want)], want) {
+			t.Errorf("runs =\n\t%v\nwant them to begin with\n\t%v", runs, want)
 		}
 	})
 }

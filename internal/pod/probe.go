@@ -66,3 +66,16 @@ type ProbeVerdict struct {
 	Failed, Warning string
 	Time            time.Time
 }
+
+// ProbeRun is one run of a probe, before thresholds: what is counted and
+// timed for metrics.
+type ProbeRun struct {
+	Pod       Key
+	UID       string
+	Container string
+	Type      ProbeType
+	// OK tells whether the run passed.
+	OK bool
+	// Took is how long the run took.
+	Took time.Duration
+}

@@ -241,11 +241,15 @@ func (r *Runtime) localImage(ctx context.Context, name string) (client.Image, er
 // pull fetches name, joining a pull of the same image already in flight so
 // that many pods wanting one image cause one download.
 func (r *Runtime) pull(ctx context.Context, name string) (client.Image, error) {
-	return r.pulls.do(ctx, name, func(ctx context.Context) (client.Image, error) {
+	return r.pulls.do(ctx, name, func(ctx context.Context) (img client.Image, err error) {
 		// pullTimeout, not the shorter per-call deadline: a big image
 		// takes a while.
 		ctx, cancel := context.WithTimeout(r.nsContext(ctx), pullTimeout)
 		defer cancel()
+		if r.cfg.Pulled != nil {
+			began := time.Now()
+			defer func() { r.cfg.Pulled(time.Since(began), err) }()
+		}
 		// Credentials and hosts are read again for every pull, so that a
 		// fixed file counts at the next retry.
 		resolver, err := registry.NewResolver(ctx, r.registry)

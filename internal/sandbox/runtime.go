@@ -157,6 +157,10 @@ type Config struct {
 	// files are being imported (ctx bounds the wait) and reports whether
 	// it waited, so that the image is looked for again first.
 	AwaitImports func(ctx context.Context) bool
+	// Pulled, when set, is told of every pull from a registry once it
+	// ends (one per download: pods joining a pull in flight add none),
+	// with how long it took and its error. It must not block.
+	Pulled func(took time.Duration, err error)
 	// ShimSpread is how many shared shims of a QoS class new pods spread
 	// over before any is full (shims.go); default twice the number of
 	// CPUs, at most 4.

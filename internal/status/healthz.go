@@ -23,7 +23,21 @@ func (s *Server) HealthzHandler() http.Handler {
 // ServeHealthz serves HealthzHandler on ln until ctx is cancelled, then
 // shuts down gracefully. It closes ln.
 func (s *Server) ServeHealthz(ctx context.Context, ln net.Listener) error {
-	return serve(ctx, ln, s.HealthzHandler(), "healthz on "+ln.Addr().String(), s.log)
+	return serve(ctx, ln, s.instrument("healthz", s.HealthzHandler()), "healthz on "+ln.Addr().String(), s.log)
+}
+
+// ServeMetrics serves only GET /metrics, ServerConfig.Metrics, on ln
+// until ctx is cancelled, then shuts down gracefully. It closes ln. Like
+// ServeHealthz, it is for a TCP port, where the rest of the API is not
+// served.
+func (s *Server) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	if s.cfg.Metrics == nil {
+		ln.Close()
+		return fmt.Errorf("serving metrics on %s: no metrics configured", ln.Addr())
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.cfg.Metrics)
+	return serve(ctx, ln, s.instrument("metrics", mux), "metrics on "+ln.Addr().String(), s.log)
 }
 
 // serve serves h on ln until ctx is cancelled, then shuts down, giving

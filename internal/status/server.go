@@ -70,6 +70,13 @@ type ServerConfig struct {
 	Stats StatsReader
 	// Restart serves POST /pods/{name}/restart; nil makes it answer 501.
 	Restart Restarter
+	// Metrics, when set, serves GET /metrics (Prometheus' text format);
+	// the status package knows nothing of what it holds.
+	Metrics http.Handler
+	// Instrument, when set, wraps the handler of each listener the server
+	// serves, named by server: "socket", "healthz" (ServeHealthz) or
+	// "metrics" (ServeMetrics); for counting requests.
+	Instrument func(server string, h http.Handler) http.Handler
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
 }
@@ -103,6 +110,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /images", s.images)
 	mux.HandleFunc("GET /stats/pods", s.podStats)
+	if s.cfg.Metrics != nil {
+		mux.Handle("GET /metrics", s.cfg.Metrics)
+	}
 	return mux
 }
 
@@ -115,7 +125,15 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, ln, s.Handler(), "status socket "+s.cfg.Socket, s.log)
+	return serve(ctx, ln, s.instrument("socket", s.Handler()), "status socket "+s.cfg.Socket, s.log)
+}
+
+// instrument is h wrapped by ServerConfig.Instrument, if set.
+func (s *Server) instrument(server string, h http.Handler) http.Handler {
+	if s.cfg.Instrument == nil {
+		return h
+	}
+	return s.cfg.Instrument(server, h)
 }
 
 // listen prepares the socket path and listens on it with the configured

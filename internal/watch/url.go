@@ -65,6 +65,10 @@ type URLConfig struct {
 	// staticlet started while the URL is down runs the pods it last served
 	// instead of stopping them.
 	CacheFile string
+	// Polled, when set, is told of every poll's outcome from Run's
+	// goroutine: the URL (password redacted) and the response's status
+	// code, 0 when there was no response.
+	Polled func(url string, code int)
 	// Logger receives fetch errors (once each, until they change) and
 	// recoveries. Default: discard.
 	Logger *slog.Logger
@@ -377,10 +381,14 @@ func (s *URL) fetch(ctx context.Context) (body []byte, notModified bool, err err
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
+		if ctx.Err() == nil {
+			s.polled(0)
+		}
 		// *url.Error names the method and the URL, without its password.
 		return nil, false, err
 	}
 	defer resp.Body.Close()
+	s.polled(resp.StatusCode)
 	switch {
 	case resp.StatusCode == http.StatusNotModified && conditional:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
@@ -399,6 +407,13 @@ func (s *URL) fetch(ctx context.Context) (body []byte, notModified bool, err err
 	}
 	s.etag, s.modified = resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
 	return body, false, nil
+}
+
+// polled reports a poll's status code (0: no response) to cfg.Polled.
+func (s *URL) polled(code int) {
+	if s.cfg.Polled != nil {
+		s.cfg.Polled(s.url, code)
+	}
 }
 
 // statusText is a response's status line for an error, with the start of

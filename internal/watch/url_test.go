@@ -487,3 +487,49 @@ func TestURLJitter(t *testing.T) {
 		}
 	})
 }
+
+// TestURLPolled checks that Polled hears of every poll with its status
+// code, and of one that got no response with 0, with the URL's password
+// redacted.
+func TestURLPolled(t *testing.T) {
+	ms := &manifestServer{body: "name: a", etag: true}
+	srv := httptest.NewServer(ms)
+	var (
+		mu    sync.Mutex
+		codes = map[int]int{}
+		urls  = map[string]bool{}
+	)
+	polled := func(u string, code int) {
+		mu.Lock()
+		defer mu.Unlock()
+		codes[code]++
+		urls[u] = true
+	}
+	seen := func(code int) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return codes[code] > 0
+	}
+	withPassword := strings.Replace(srv.URL, "://", "://user:secret@", 1)
+	start(t, newURLSource(t, withPassword, 10*time.Millisecond, func(c *URLConfig) { c.Polled = polled }))
+	for _, code := range []int{200, 304} {
+		if !waitFor(t, 10*time.Second, func() bool { return seen(code) }) {
+			t.Fatalf("Polled never told of a %d", code)
+		}
+	}
+	ms.set(func(m *manifestServer) { m.status = 503 })
+	if !waitFor(t, 10*time.Second, func() bool { return seen(503) }) {
+		t.Fatalf("Polled never told of a 503")
+	}
+	srv.Close()
+	if !waitFor(t, 10*time.Second, func() bool { return seen(0) }) {
+		t.Fatalf("Polled never told of a poll without a response (code 0)")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for u := range urls {
+		if strings.Contains(u, "secret") {
+			t.Errorf("Polled got URL %q, want the password redacted", u)
+		}
+	}
+}
