@@ -256,13 +256,7 @@ func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, http.StatusBadRequest, "%v", err)
 		return
 	}
-	watch, bookmarks, err := watchParams(r)
-	if err != nil {
-		s.writeError(w, r, http.StatusBadRequest, "%v", err)
-		return
-	}
-	if watch {
-		s.watchPods(w, r, sel, bookmarks)
+	if s.serveWatch(w, r, func(bookmarks bool) { s.watchPods(w, r, sel, bookmarks) }) {
 		return
 	}
 	list := v1.PodList{Items: selectPods(s.cfg.Store.Pods(), sel)}
@@ -322,13 +316,7 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request) {
 // watchEvents); pod selects one pod's.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	podFilter := r.URL.Query().Get("pod")
-	watch, bookmarks, err := watchParams(r)
-	if err != nil {
-		s.writeError(w, r, http.StatusBadRequest, "%v", err)
-		return
-	}
-	if watch {
-		s.watchEvents(w, r, podFilter, bookmarks)
+	if s.serveWatch(w, r, func(bookmarks bool) { s.watchEvents(w, r, podFilter, bookmarks) }) {
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Events(podFilter))

@@ -54,17 +54,26 @@ func parseSelector(r *http.Request) (labels.Selector, error) {
 	return sel, nil
 }
 
-// watchParams reads the watch and allowWatchBookmarks parameters.
-func watchParams(r *http.Request) (watch, bookmarks bool, err error) {
+// serveWatch handles the watch parameters of r (watch and
+// allowWatchBookmarks): it answers 400 to invalid ones, and calls watch
+// when r asks for a watch. It reports whether it answered r.
+func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request, watch func(bookmarks bool)) bool {
 	q := r.URL.Query()
-	for name, dst := range map[string]*bool{"watch": &watch, "allowWatchBookmarks": &bookmarks} {
+	var on, bookmarks bool
+	for name, dst := range map[string]*bool{"watch": &on, "allowWatchBookmarks": &bookmarks} {
 		if v := q.Get(name); v != "" {
-			if *dst, err = strconv.ParseBool(v); err != nil {
-				return false, false, fmt.Errorf("invalid %s %q: want true or false", name, v)
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				s.writeError(w, r, http.StatusBadRequest, "invalid %s %q: want true or false", name, v)
+				return true
 			}
+			*dst = b
 		}
 	}
-	return watch, bookmarks, nil
+	if on {
+		watch(bookmarks)
+	}
+	return on
 }
 
 // selectPods returns the pods that sel selects.

@@ -181,6 +181,13 @@ func TestListPodsSelector(t *testing.T) {
 	if _, err := c.PodsMatching(context.Background(), "a in b"); err == nil || !strings.Contains(err.Error(), "invalid labelSelector") {
 		t.Errorf(`PodsMatching("a in b") error = %v, want invalid labelSelector`, err)
 	}
+	for _, path := range []string{"/pods?watch=maybe", "/events?watch=true&allowWatchBookmarks=2x"} {
+		rec := httptest.NewRecorder()
+		NewServer(ServerConfig{Store: s}).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "want true or false") {
+			t.Errorf("GET %s = %d %s, want 400 saying true or false", path, rec.Code, rec.Body.String())
+		}
+	}
 	err := c.WatchPods(context.Background(), "=x", func(PodWatchEvent) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "invalid labelSelector") {
 		t.Errorf(`WatchPods("=x") error = %v, want invalid labelSelector`, err)
