@@ -102,6 +102,7 @@ func TestWatch(t *testing.T) {
 	events := d.watch(t, "get", "events", "-w", "--for", "pod/"+name)
 	events.waitLine(10*time.Second, `^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE$`)
 	others := d.watch(t, "get", "pods", "--watch-only", "-l", "app=other")
+	objects := d.watch(t, "get", "pods", "-w", "-o", "yaml")
 
 	e.write("crasher.yaml", crasher)
 	row := func(event, rest string) string { return fmt.Sprintf(`^%s\s+%s\s+%s`, event, name, rest) }
@@ -116,6 +117,11 @@ func TestWatch(t *testing.T) {
 	events.waitLine(30*time.Second, started)
 	events.waitLine(30*time.Second, started) // each start names its container's ID
 	events.waitLine(60*time.Second, `Warning\s+BackOff\s+pod/`+name+`\s+Back-off restarting failed container main`)
+
+	// Each pod's YAML at each change, documents separated by "---".
+	objects.waitLine(30*time.Second, `^  name: `+name+`$`)
+	objects.waitLine(30*time.Second, `^---$`)
+	objects.waitLine(30*time.Second, `^\s+restartCount: [1-9]`)
 
 	e.remove("crasher.yaml")
 	events.waitLine(30*time.Second, `Normal\s+Killing\s+pod/`+name)
