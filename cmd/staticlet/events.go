@@ -74,6 +74,7 @@ with their count. -w prints them, then each new one as it happens.`,
 	f.StringVarP(&output, "output", "o", "", "output format: json or yaml")
 	f.BoolVarP(&watch, "watch", "w", false, "after listing the events, print each new one")
 	f.StringVar(&forObj, "for", "", "only the events of this pod: pod/NAME")
+	_ = cmd.RegisterFlagCompletionFunc("for", completePods(&cf, 0, "pod/"))
 	return cmd
 }
 
