@@ -41,26 +41,47 @@ func (f *clientFlags) podName(name string) string {
 func (f *clientFlags) client() *status.Client { return status.NewClient(f.socket) }
 
 func getCommand() *cobra.Command {
-	get := &cobra.Command{Use: "get", Short: "List pods, manifests or images"}
-	get.AddCommand(getPodsCommand(), getManifestsCommand(), getImagesCommand())
+	get := &cobra.Command{Use: "get", Short: "List pods, manifests, images or events"}
+	get.AddCommand(getPodsCommand(), getManifestsCommand(), getImagesCommand(), getEventsCommand())
 	return get
 }
 
 func getPodsCommand() *cobra.Command {
 	var (
-		cf     clientFlags
-		output string
+		cf       clientFlags
+		output   string
+		selector string
+		wf       podWatchFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "pods [NAME]",
 		Aliases: []string{"pod", "po"},
 		Short:   "List pods: NAME READY STATUS RESTARTS AGE",
-		Args:    cobra.MaximumNArgs(1),
+		Example: `  # Every pod, with its IP
+  staticlet get pods -o wide
+
+  # The pods labelled tier=control-plane, then a row for each change
+  staticlet get pods -l tier=control-plane -w
+
+  # One pod as YAML, printed again at each change
+  staticlet get pod etcd-node1 -w -o yaml`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if selector != "" {
+				if len(args) == 1 {
+					return fmt.Errorf("name cannot be provided when a selector is specified")
+				}
+				if err := checkSelector(selector); err != nil {
+					return err
+				}
+			}
+			if wf.watch || wf.watchOnly {
+				return watchPods(cmd, &cf, strings.Join(args, ""), selector, output, wf)
+			}
 			ctx := cmd.Context()
 			c := cf.client()
 			var obj any
-			list, err := c.Pods(ctx)
+			list, err := c.PodsMatching(ctx, selector)
 			if err != nil {
 				return err
 			}
@@ -92,6 +113,8 @@ func getPodsCommand() *cobra.Command {
 	cf.add(cmd)
 	cf.addNamespace(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, as kubectl's: key=value, key!=value, key in (a,b), !key")
+	wf.add(cmd)
 	cmd.ValidArgsFunction = completePods(&cf, 1, "")
 	return cmd
 }

@@ -60,11 +60,7 @@ func NewClient(socket string) *Client {
 
 // Pods returns every pod staticlet runs.
 func (c *Client) Pods(ctx context.Context) (*v1.PodList, error) {
-	var list v1.PodList
-	if err := c.getJSON(ctx, "/pods", &list); err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
-	return &list, nil
+	return c.PodsMatching(ctx, "")
 }
 
 // Pod returns one pod by "name" or "namespace/name" (see Store.Pod). The
@@ -212,6 +208,20 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, defaultClientTimeout)
 }
 
+// sendOK sends a request with no body and returns the response if it is
+// 200 OK, else the server's error; the caller closes the body.
+func (c *Client) sendOK(ctx context.Context, method, path string) (*http.Response, error) {
+	resp, err := c.send(ctx, method, path)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, responseError(resp)
+	}
+	return resp, nil
+}
+
 func (c *Client) getJSON(ctx context.Context, path string, out any) error {
 	return c.sendJSON(ctx, http.MethodGet, path, out)
 }
@@ -221,14 +231,11 @@ func (c *Client) getJSON(ctx context.Context, path string, out any) error {
 func (c *Client) sendJSON(ctx context.Context, method, path string, out any) error {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	resp, err := c.send(ctx, method, path)
+	resp, err := c.sendOK(ctx, method, path)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return responseError(resp)
-	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decoding response of %s: %w", path, err)
 	}

@@ -11,7 +11,10 @@
 // server streams them through a LogOpener that the caller provides.
 //
 // Concurrency: every Store method is safe for concurrent use and returns
-// copies, never references into the store. Server and Notifier start nothing
+// copies, never references into the store. A watcher follows the store
+// through its own Subscription, which writers never wait for: it keeps
+// which pods changed (a slow watcher gets their latest state) and a cursor
+// into the ring of recent events. Server and Notifier start nothing
 // in their constructors; their Run methods own every goroutine they start and
 // return only after those have exited. Client holds no state of its own
 // and is safe for concurrent use.

@@ -266,8 +266,18 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeText(w, http.StatusOK, "ok")
 }
 
+// pods lists the pods, or with watch=true streams their changes (see
+// watchPods); labelSelector selects pods by their labels in both.
 func (s *Server) pods(w http.ResponseWriter, r *http.Request) {
-	list := v1.PodList{Items: s.cfg.Store.Pods()}
+	sel, err := parseSelector(r)
+	if err != nil {
+		s.writeError(w, r, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if s.serveWatch(w, r, func(bookmarks bool) { s.watchPods(w, r, sel, bookmarks) }) {
+		return
+	}
+	list := v1.PodList{Items: selectPods(s.cfg.Store.Pods(), sel)}
 	list.APIVersion, list.Kind = "v1", "PodList"
 	s.writeJSON(w, r, http.StatusOK, &list)
 }
@@ -320,8 +330,14 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Manifests())
 }
 
+// events lists the recent events, or with watch=true streams them (see
+// watchEvents); pod selects one pod's.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Events(r.URL.Query().Get("pod")))
+	podFilter := r.URL.Query().Get("pod")
+	if s.serveWatch(w, r, func(bookmarks bool) { s.watchEvents(w, r, podFilter, bookmarks) }) {
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Events(podFilter))
 }
 
 func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {

@@ -48,6 +48,8 @@ type Store struct {
 	pods      map[pod.Key]*v1.Pod
 	events    []pod.Event // ring buffer, len <= maxEvents
 	next      int         // index in events of the next write once full
+	seq       uint64      // how many events were ever recorded
+	subs      map[*Subscription]struct{}
 	manifests []Manifest
 	imports   []ImportFile
 	ready     bool
@@ -59,6 +61,7 @@ func NewStore() *Store {
 	return &Store{
 		changed: make(chan struct{}, 1),
 		pods:    make(map[pod.Key]*v1.Pod),
+		subs:    make(map[*Subscription]struct{}),
 	}
 }
 
@@ -83,7 +86,9 @@ func (s *Store) SetPod(p *v1.Pod) {
 	c := p.DeepCopy()
 	c.APIVersion, c.Kind = "v1", "Pod"
 	s.mu.Lock()
-	s.pods[pod.Key{Namespace: c.Namespace, Name: c.Name}] = c
+	key := pod.Key{Namespace: c.Namespace, Name: c.Name}
+	s.pods[key] = c
+	s.podChangedLocked(key)
 	s.mu.Unlock()
 	s.notify()
 }
@@ -93,6 +98,9 @@ func (s *Store) DeletePod(key pod.Key) {
 	s.mu.Lock()
 	_, ok := s.pods[key]
 	delete(s.pods, key)
+	if ok {
+		s.podChangedLocked(key)
+	}
 	s.mu.Unlock()
 	if ok {
 		s.notify()
@@ -193,6 +201,8 @@ func (s *Store) Event(e pod.Event) {
 		s.events[s.next] = e
 		s.next = (s.next + 1) % maxEvents
 	}
+	s.seq++
+	s.eventLocked()
 	s.mu.Unlock()
 	s.notify()
 }

@@ -429,27 +429,7 @@ func (d *describer) events(events []pod.Event, now time.Time) {
 		d.line(0, "Events:\t%s\n", none)
 		return
 	}
-	type key struct{ typ, reason, container, message string }
-	type agg struct {
-		e           pod.Event
-		first, last time.Time
-		count       int
-	}
-	var rows []*agg
-	byKey := map[key]*agg{}
-	for _, e := range events {
-		k := key{e.Type, e.Reason, e.Container, e.Message}
-		a, ok := byKey[k]
-		if !ok {
-			a = &agg{e: e, first: e.Time}
-			byKey[k] = a
-		} else {
-			rows = slices.DeleteFunc(rows, func(r *agg) bool { return r == a })
-		}
-		a.count++
-		a.last = e.Time
-		rows = append(rows, a)
-	}
+	rows := aggregateEvents(events)
 	// Cells of this table should not align with the lines above it.
 	d.tw.Flush()
 	d.line(0, "Events:\n")

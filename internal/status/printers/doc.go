@@ -10,6 +10,8 @@
 // status as kubectl computes it. The status package never imports it; the
 // command line does.
 //
-// Concurrency: it holds no state, and its functions are safe for concurrent
-// use.
+// Concurrency: its functions hold no state and are safe for concurrent use.
+// The watch printers (PodWatch, EventWatch) remember what they printed, to
+// print the header once and count repeated events: each is used by one
+// goroutine.
 package printers

@@ -29,24 +29,32 @@ func newTable(w io.Writer) *tabwriter.Writer {
 // RESTARTS AGE, and with wide also IP and NODE. Ages are relative to now.
 func Pods(w io.Writer, pods []v1.Pod, wide bool, now time.Time) error {
 	tw := newTable(w)
-	header := "NAME\tREADY\tSTATUS\tRESTARTS\tAGE"
-	if wide {
-		header += "\tIP\tNODE"
-	}
-	fmt.Fprintln(tw, header)
+	fmt.Fprintln(tw, podHeader(wide))
 	for i := range pods {
-		p := &pods[i]
-		row := podRow(p, now)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", p.Name, row.ready, row.status, row.restarts, podAge(p, now))
-		if wide {
-			fmt.Fprintf(tw, "\t%s\t%s", orNone(p.Status.PodIP), orNone(p.Spec.NodeName))
-		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, podLine(&pods[i], wide, now))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("printing pods: %w", err)
 	}
 	return nil
+}
+
+// podHeader is the header line of the pods table, cells separated by tabs.
+func podHeader(wide bool) string {
+	if wide {
+		return "NAME\tREADY\tSTATUS\tRESTARTS\tAGE\tIP\tNODE"
+	}
+	return "NAME\tREADY\tSTATUS\tRESTARTS\tAGE"
+}
+
+// podLine is the line of pod p in the pods table, cells separated by tabs.
+func podLine(p *v1.Pod, wide bool, now time.Time) string {
+	row := podRow(p, now)
+	line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.Name, row.ready, row.status, row.restarts, podAge(p, now))
+	if wide {
+		line += fmt.Sprintf("\t%s\t%s", orNone(p.Status.PodIP), orNone(p.Spec.NodeName))
+	}
+	return line
 }
 
 // row holds the computed columns of one pod.

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/status"
+	"github.com/staticlet/staticlet/internal/status/printers"
+)
+
+func getEventsCommand() *cobra.Command {
+	var (
+		cf     clientFlags
+		output string
+		watch  bool
+		forObj string
+	)
+	cmd := &cobra.Command{
+		Use:     "events",
+		Aliases: []string{"event", "ev"},
+		Short:   "List recent events: LAST SEEN TYPE REASON OBJECT MESSAGE",
+		Long: `events lists the events staticlet recorded about its pods (the last 1000),
+oldest first, as kubectl get events does: repeats of an event are one row
+with their count. -w prints them, then each new one as it happens.`,
+		Example: `  # Every recent event
+  staticlet get events
+
+  # The events of one pod, then new ones as they happen
+  staticlet get events --for pod/etcd-node1 -w
+
+  # The events of namespace kube-system, as YAML
+  staticlet get events -n kube-system -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch output {
+			case "", "json", "yaml":
+			default:
+				return fmt.Errorf("unknown output format %q: use json or yaml", output)
+			}
+			podName, err := eventsFor(cmd, &cf, forObj)
+			if err != nil {
+				return err
+			}
+			keep := func(e pod.Event) bool {
+				return cf.namespace == "" || strings.HasPrefix(e.Pod, cf.namespace+"/")
+			}
+			if watch {
+				return watchEvents(cmd, &cf, podName, output, keep)
+			}
+			events, err := cf.client().Events(cmd.Context(), podName)
+			if err != nil {
+				return err
+			}
+			events = slices.DeleteFunc(events, func(e pod.Event) bool { return !keep(e) })
+			if output != "" {
+				return printers.Object(cmd.OutOrStdout(), events, output)
+			}
+			if len(events) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No events found.")
+				return nil
+			}
+			return printers.Events(cmd.OutOrStdout(), events, time.Now())
+		},
+	}
+	cf.add(cmd)
+	cf.addNamespace(cmd)
+	f := cmd.Flags()
+	f.StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	f.BoolVarP(&watch, "watch", "w", false, "after listing the events, print each new one")
+	f.StringVar(&forObj, "for", "", "only the events of this pod: pod/NAME")
+	_ = cmd.RegisterFlagCompletionFunc("for", completePods(&cf, 0, "pod/"))
+	return cmd
+}
+
+// eventsFor resolves --for pod/NAME to the pod's "namespace/name" while the
+// pod exists (so a manifest's name works too), else to the name as given;
+// "" when forObj is empty.
+func eventsFor(cmd *cobra.Command, cf *clientFlags, forObj string) (string, error) {
+	if forObj == "" {
+		return "", nil
+	}
+	kind, name, ok := strings.Cut(forObj, "/")
+	if !ok || name == "" || (kind != "pod" && kind != "pods" && kind != "po") {
+		return "", fmt.Errorf("invalid --for %q: want pod/NAME", forObj)
+	}
+	p, err := cf.client().Pod(cmd.Context(), cf.podName(name))
+	if errors.Is(err, status.ErrNotFound) {
+		return cf.podName(name), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return p.Namespace + "/" + p.Name, nil
+}
+
+// watchEvents prints the recent events of podName (every pod's when empty)
+// that keep selects, then each new one, until interrupted.
+func watchEvents(cmd *cobra.Command, cf *clientFlags, podName, output string, keep func(pod.Event) bool) error {
+	ctx, stop := watchContext(cmd.Context())
+	defer stop()
+	ew, err := printers.NewEventWatch(cmd.OutOrStdout(), output)
+	if err != nil {
+		return err
+	}
+	isMark := func(e pod.Event) bool { return e.Type == string(status.WatchBookmark) }
+	err = cf.client().WatchEvents(ctx, podName, printWatch(isMark, keep, false, ew.Print))
+	return endWatch(ctx, err)
+}
