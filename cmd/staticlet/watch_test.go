@@ -91,7 +91,7 @@ func (w *watcher) waitLine(timeout time.Duration, re string) string {
 
 // TestWatch follows a pod that crash-loops and is then removed with
 // `get pods -w` and `get events -w`: the rows show the pod appear, run,
-// fail and restart, and go; the events its starts, back-offs and the
+// fail and restart, terminate and go; the events its starts, back-offs and the
 // stopping.
 func TestWatch(t *testing.T) {
 	e := newEnv(t)
@@ -125,6 +125,7 @@ func TestWatch(t *testing.T) {
 
 	e.remove("crasher.yaml")
 	events.waitLine(30*time.Second, `Normal\s+Killing\s+pod/`+name)
+	pods.waitLine(30*time.Second, row("MODIFIED", `\S+\s+Terminating\s`))
 	pods.waitLine(60*time.Second, row("DELETED", ""))
 
 	// A watch whose selector matches nothing printed nothing, not even the

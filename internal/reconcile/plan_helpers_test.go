@@ -321,6 +321,9 @@ func renderReport(p *v1.Pod) string {
 	if st.Reason != "" {
 		s += "(" + st.Reason + ")"
 	}
+	if p.DeletionTimestamp != nil {
+		s += fmt.Sprintf(" deleting(%ds)", *p.DeletionGracePeriodSeconds)
+	}
 	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
 		for _, cs := range list {
 			s += " " + cs.Name + "=" + containerState(cs.State)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -34,6 +35,7 @@ func (c *podCore) beginRemove() []action {
 		var out []action
 		if len(l.recs) > 0 {
 			out = append(out, c.event(c.now, "", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed"))
+			out = c.reportTerminating(out, l.recs)
 		}
 		out = append(out, probe{}, watchFiles{})
 		if len(l.recs) == 0 {
@@ -48,6 +50,27 @@ func (c *podCore) beginRemove() []action {
 			return c.removeFiles(out, l.recs)
 		})
 	})
+}
+
+// reportTerminating reports the pod being removed as the apiserver shows
+// a deleted pod until its containers have stopped: its status as it is,
+// with a deletion timestamp (now) and grace period, which `get pods` shows
+// as Terminating. A pod whose spec this worker never had (found with no
+// manifest after a restart) has no status to show.
+func (c *podCore) reportTerminating(out []action, recs []pod.Record) []action {
+	if c.last == nil {
+		return out
+	}
+	v := newView(recs)
+	sb, ok := v.current(c.last)
+	if !ok && len(v.sandboxes) > 0 {
+		sb = v.sandboxes[0]
+	}
+	st := c.status(c.last, v, sb)
+	at := metav1.NewTime(c.now)
+	grace := int64(c.grace() / time.Second)
+	st.DeletionTimestamp, st.DeletionGracePeriodSeconds = &at, &grace
+	return append(out, report{pod: st})
 }
 
 // removeFiles ends a remove pass: the files of the sandboxes of recs, and

@@ -764,7 +764,7 @@ func TestPlanRemove(t *testing.T) {
 	removal := slices.Concat(adopt("report Running app=running", sb, a1), []turn{
 		{desire{nil}, lines()},
 		{beginAt(10 * sec), lines("list")},
-		{ls(sb, a1), lines("event Normal Killing: Stopping pod: its manifest was removed", "probe", "event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 10s")},
+		{ls(sb, a1), lines("event Normal Killing: Stopping pod: its manifest was removed", "report Running deleting(10s) app=running", "probe", "event Normal Killing app: Stopping container app", "stop+remove sb1 2s, app-1 10s")},
 		{stopOK(), lines("remove-files uid1 (all)")},
 	})
 	runScenarios(t, []scenario{{
