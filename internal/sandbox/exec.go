@@ -13,6 +13,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/errdefs"
+	"github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // ExecOutputLimit is how much of an exec'd command's output Exec keeps, as
@@ -46,52 +47,17 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string, timeout tim
 	if len(cmd) == 0 {
 		return ExecResult{}, fmt.Errorf("exec in container %s: no command", id)
 	}
-	cctx, cancel := r.call(ctx)
-	defer cancel()
-	c, err := r.client.LoadContainer(cctx, id)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("loading container %s: %w", id, err)
-	}
-	s, err := c.Spec(cctx)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("reading the spec of container %s: %w", id, err)
-	}
-	t, err := c.Task(cctx, nil)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("loading the task of container %s: %w", id, err)
-	}
-	ps := *s.Process
-	ps.Args = cmd
-	ps.Terminal = false
-	ps.ConsoleSize = nil
-
 	out := &capped{limit: ExecOutputLimit}
-	execID := "exec-" + newID()[:16]
-	p, err := t.Exec(cctx, execID, &ps, cio.NewCreator(
+	ep, err := r.startExec(ctx, id, cmd, func(ps *specs.Process) {
+		ps.Terminal = false
+		ps.ConsoleSize = nil
+	}, cio.NewCreator(
 		cio.WithStreams(nil, out, out),
 		cio.WithFIFODir(filepath.Join(r.cfg.RootDir, "fifo"))))
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
+		return ExecResult{}, err
 	}
-	defer func() {
-		// The process is gone or killed by now; Delete also closes its
-		// output, and must run even when ctx has ended.
-		dctx, dcancel := r.call(context.WithoutCancel(ctx))
-		defer dcancel()
-		if _, err := p.Delete(dctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-			r.cfg.Logger.Warn("deleting an exec'd process", "container", id, "exec", execID, "err", err)
-		}
-	}()
-	// The wait is long-lived: it must outlast the per-call deadline.
-	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
-	defer wcancel()
-	exited, err := p.Wait(wctx)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("waiting on exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
-	}
-	if err := p.Start(cctx); err != nil {
-		return ExecResult{}, fmt.Errorf("starting exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
-	}
+	defer ep.delete(ctx)
 
 	var expired <-chan time.Time
 	if timeout > 0 {
@@ -101,28 +67,100 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string, timeout tim
 	}
 	var stopped error
 	select {
-	case st := <-exited:
+	case st := <-ep.exited:
 		code, _, err := st.Result()
 		if err != nil {
 			return ExecResult{}, fmt.Errorf("exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 		}
-		drain(p.IO())
+		drain(ep.p.IO())
 		return ExecResult{ExitCode: int(code), Output: out.bytes()}, nil
 	case <-expired:
 		stopped = fmt.Errorf("exec %q in container %s: timed out after %s: %w", strings.Join(cmd, " "), id, timeout, context.DeadlineExceeded)
 	case <-ctx.Done():
 		stopped = fmt.Errorf("exec %q in container %s: %w", strings.Join(cmd, " "), id, ctx.Err())
 	}
-	kctx, kcancel := r.call(context.WithoutCancel(ctx))
+	ep.kill(ctx)
+	return ExecResult{ExitCode: -1, Output: out.bytes()}, stopped
+}
+
+// execProcess is a process started in a container's task by startExec.
+type execProcess struct {
+	r      *Runtime
+	id     string // the container's
+	execID string
+	p      client.Process
+	// exited receives the process's exit status; the wait behind it ends
+	// with delete.
+	exited <-chan client.ExitStatus
+	stop   context.CancelFunc
+}
+
+// startExec starts cmd in container id's running task with the process
+// spec of the container's main process as adjust changes it, and its IO
+// from ioc. The caller must call delete on the process returned.
+func (r *Runtime) startExec(ctx context.Context, id string, cmd []string, adjust func(*specs.Process), ioc cio.Creator) (_ *execProcess, err error) {
+	cctx, cancel := r.call(ctx)
+	defer cancel()
+	c, err := r.client.LoadContainer(cctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("loading container %s: %w", id, err)
+	}
+	s, err := c.Spec(cctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the spec of container %s: %w", id, err)
+	}
+	t, err := c.Task(cctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("loading the task of container %s: %w", id, err)
+	}
+	ps := *s.Process
+	ps.Args = cmd
+	adjust(&ps)
+
+	execID := "exec-" + newID()[:16]
+	p, err := t.Exec(cctx, execID, &ps, ioc)
+	if err != nil {
+		return nil, fmt.Errorf("exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
+	}
+	// The wait is long-lived: it must outlast the per-call deadline.
+	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
+	ep := &execProcess{r: r, id: id, execID: execID, p: p, stop: wcancel}
+	defer func() {
+		if err != nil {
+			ep.delete(ctx)
+		}
+	}()
+	if ep.exited, err = p.Wait(wctx); err != nil {
+		return nil, fmt.Errorf("waiting on exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
+	}
+	if err := p.Start(cctx); err != nil {
+		return nil, fmt.Errorf("starting exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
+	}
+	return ep, nil
+}
+
+// kill ends the process with SIGKILL and waits a little for it to go.
+func (ep *execProcess) kill(ctx context.Context) {
+	kctx, kcancel := ep.r.call(context.WithoutCancel(ctx))
 	defer kcancel()
-	if err := p.Kill(kctx, syscall.SIGKILL); err != nil && !errdefs.IsNotFound(err) {
-		r.cfg.Logger.Warn("killing an exec'd process", "container", id, "exec", execID, "err", err)
+	if err := ep.p.Kill(kctx, syscall.SIGKILL); err != nil && !errdefs.IsNotFound(err) {
+		ep.r.cfg.Logger.Warn("killing an exec'd process", "container", ep.id, "exec", ep.execID, "err", err)
 	}
 	select {
-	case <-exited:
+	case <-ep.exited:
 	case <-time.After(killWait):
 	}
-	return ExecResult{ExitCode: -1, Output: out.bytes()}, stopped
+}
+
+// delete removes the process, killing it if it still runs; it also closes
+// its IO. It runs even when ctx has ended.
+func (ep *execProcess) delete(ctx context.Context) {
+	defer ep.stop()
+	dctx, dcancel := ep.r.call(context.WithoutCancel(ctx))
+	defer dcancel()
+	if _, err := ep.p.Delete(dctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		ep.r.cfg.Logger.Warn("deleting an exec'd process", "container", ep.id, "exec", ep.execID, "err", err)
+	}
 }
 
 // drain waits a little for the output of an exited process to be copied.
