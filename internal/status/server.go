@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,6 +64,9 @@ type ServerConfig struct {
 	Health func(ctx context.Context) error
 	// Logs streams container logs; nil makes the log endpoint answer 501.
 	Logs LogOpener
+	// Exec runs commands in containers for POST /pods/{name}/exec; nil
+	// makes that endpoint answer 501.
+	Exec ExecFunc
 	// Images lists the runtime's images for GET /images; nil lists none.
 	Images ImageLister
 	// Stats samples the pods' usage for GET /stats/pods; nil makes it
@@ -85,6 +89,9 @@ type ServerConfig struct {
 type Server struct {
 	cfg ServerConfig
 	log *slog.Logger
+	// sessions counts the exec sessions under way, which the HTTP server
+	// no longer tracks once their connections are taken over.
+	sessions sync.WaitGroup
 }
 
 // NewServer returns a server for cfg. It starts nothing: call Run.
@@ -106,6 +113,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /pods/{name}", s.pod)
 	mux.HandleFunc("GET /pods/{name}/log", s.podLog)
 	mux.HandleFunc("POST /pods/{name}/restart", s.restart)
+	mux.HandleFunc("POST /pods/{name}/exec", s.podExec)
 	mux.HandleFunc("GET /manifests", s.manifests)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /images", s.images)
@@ -125,7 +133,14 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return serve(ctx, ln, s.instrument("socket", s.Handler()), "status socket "+s.cfg.Socket, s.log)
+	// Exec sessions outlive the HTTP server's shutdown; their requests'
+	// contexts come from ctx, so ending it, even when Serve failed, ends
+	// them.
+	ctx, cancel := context.WithCancel(ctx)
+	err = serve(ctx, ln, s.instrument("socket", s.Handler()), "status socket "+s.cfg.Socket, s.log)
+	cancel()
+	s.sessions.Wait()
+	return err
 }
 
 // instrument is h wrapped by ServerConfig.Instrument, if set.
@@ -355,16 +370,9 @@ func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if container == "" {
-		if len(p.Spec.Containers) != 1 {
-			names := make([]string, len(p.Spec.Containers))
-			for i, c := range p.Spec.Containers {
-				names[i] = c.Name
-			}
-			s.writeError(w, r, http.StatusBadRequest,
-				"a container name must be specified for pod %s, choose one of: [%s]", key, strings.Join(names, " "))
+		if container, ok = s.onlyContainer(w, r, p, key); !ok {
 			return
 		}
-		container = p.Spec.Containers[0].Name
 	}
 	rc, err := s.cfg.Logs(r.Context(), key, container, opts)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -399,6 +407,22 @@ func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// onlyContainer returns the name of pod p's only app container, for a
+// request that names none; it answers the request itself when there are
+// several to choose from. key is the pod's "namespace/name".
+func (s *Server) onlyContainer(w http.ResponseWriter, r *http.Request, p *v1.Pod, key string) (string, bool) {
+	if len(p.Spec.Containers) != 1 {
+		names := make([]string, len(p.Spec.Containers))
+		for i, c := range p.Spec.Containers {
+			names[i] = c.Name
+		}
+		s.writeError(w, r, http.StatusBadRequest,
+			"a container name must be specified for pod %s, choose one of: [%s]", key, strings.Join(names, " "))
+		return "", false
+	}
+	return p.Spec.Containers[0].Name, true
 }
 
 func hasContainer(p *v1.Pod, name string) bool {
