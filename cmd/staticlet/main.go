@@ -68,7 +68,7 @@ keeps them running, and reports their status on a local socket and to systemd.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCommand(), getCommand(), describeCommand(), logsCommand(), restartCommand(), topCommand(), waitCommand(), validateCommand(), diffCommand(), versionCommand())
+	root.AddCommand(runCommand(), getCommand(), describeCommand(), logsCommand(), execCommand(), restartCommand(), topCommand(), waitCommand(), validateCommand(), diffCommand(), versionCommand())
 	return root
 }
 

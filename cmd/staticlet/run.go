@@ -326,6 +326,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 			return rt.Ping(ctx)
 		},
 		Logs:       logOpener(store, cfg.logs.dir),
+		Exec:       execInContainer(rt),
 		Images:     imageLister(rt),
 		Stats:      statsReader(rt),
 		Restart:    restarter(rec),
