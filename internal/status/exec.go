@@ -143,9 +143,8 @@ func (s *Server) execSession(ctx context.Context, conn net.Conn, br *bufio.Reade
 	msg := ""
 	if err != nil {
 		code, msg = -1, err.Error()
-		if ctx.Err() == nil {
-			s.log.Warn("exec in container", "container", id, "command", opts.Command, "err", err)
-		}
+		// The client reports it; most are its own mistakes.
+		s.log.Debug("exec in container failed", "container", id, "command", opts.Command, "err", err)
 	}
 	// The client may be gone; the command has ended anyway.
 	_ = fw.send(frameExit, exitPayload(code, msg))

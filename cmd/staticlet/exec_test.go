@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestExec runs commands in a hostNetwork pod and in a pod on the pod
+// network with `staticlet exec`: output, exit codes, input, a terminal
+// driven through a pseudo-terminal, and a client that goes away.
+func TestExec(t *testing.T) {
+	e := newEnv(t)
+	d := e.start()
+	e.write("hn.yaml", sleeperPod("hn", "x", true))
+	e.write("pn.yaml", sleeperPod("pn", "x", false))
+	hn, pn := "hn-"+testNode, "pn-"+testNode
+	d.waitPod(hn, 30*time.Second, "pod hn running", running)
+	d.waitPod(pn, 30*time.Second, "pod pn running with an IP", func(p *v1.Pod) bool { return running(p) && p.Status.PodIP != "" })
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name     string
+		args     []string
+		stdin    string
+		wantOut  string
+		wantErr  string // stderr, or with a trailing "..." a part of it
+		wantCode int
+	}{
+		{name: "pod network: the pod's hostname", args: []string{pn, "--", "cat", "/etc/hostname"}, wantOut: pn + "\n"},
+		{name: "pod network: its own network namespace", args: []string{pn, "--", "sh", "-c", "hostname; ls /sys/class/net | grep -c eth0"}, wantOut: pn + "\n1\n"},
+		{name: "host network: the host's hostname", args: []string{hn, "--", "hostname"}, wantOut: host + "\n"},
+		{name: "exit code", args: []string{hn, "--", "sh", "-c", "echo out; echo err >&2; exit 3"},
+			wantOut: "out\n", wantErr: "err\ncommand terminated with exit code 3\n", wantCode: 3},
+		{name: "stdin", args: []string{"-i", hn, "--", "cat"}, stdin: "hi\n", wantOut: "hi\n"},
+		{name: "stdin, long", args: []string{"-i", pn, "--", "wc", "-c"}, stdin: strings.Repeat("0123456789", 100000), wantOut: "1000000\n"},
+		{name: "no stdin without -i", args: []string{hn, "--", "cat"}, stdin: "hi\n"},
+		{name: "-t without -i: no terminal", args: []string{"-t", hn, "--", "sh", "-c", "test -t 0 || test -t 1 || echo none"}, wantOut: "none\n"},
+		{name: "-it with a pipe: no terminal", args: []string{"-it", hn, "--", "sh", "-c", "test -t 1 || echo none"}, stdin: "",
+			wantOut: "none\n", wantErr: "Unable to use a TTY - input is not a terminal or the right kind of file\n"},
+		{name: "namespace and container", args: []string{"-n", "default", "-c", "main", hn, "--", "true"}},
+		{name: "no such container", args: []string{"-c", "nope", hn, "--", "true"},
+			wantErr: `error: exec in pod "` + hn + `": container "nope" not found in pod default/` + hn + "\n", wantCode: 1},
+		{name: "no such command", args: []string{hn, "--", "/nonexistent"}, wantErr: "error: exec in pod...", wantCode: 1},
+		{name: "no command", args: []string{hn}, wantErr: "error: exec needs a pod and a command...", wantCode: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := d.exec(strings.NewReader(tt.stdin), tt.args...)
+			errOK := errOut == tt.wantErr
+			if prefix, ok := strings.CutSuffix(tt.wantErr, "..."); ok {
+				errOK = strings.Contains(errOut, prefix)
+			}
+			if out != tt.wantOut || !errOK || code != tt.wantCode {
+				t.Errorf("staticlet exec %q = stdout %.80q, stderr %q, exit %d; want %.80q, %q, %d",
+					tt.args, out, errOut, code, tt.wantOut, tt.wantErr, tt.wantCode)
+			}
+		})
+	}
+
+	t.Run("terminal", func(t *testing.T) {
+		term := openPTY(t)
+		term.setSize(t, 30, 100)
+		c := d.execCommand("-it", pn, "--", "sh")
+		c.Stdin, c.Stdout, c.Stderr = term.slave, term.slave, term.slave
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		done := startCmd(t, c)
+		before, err := unix.IoctlGetTermios(int(term.slave.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// busybox's shell asks the terminal where its cursor is after the
+		// prompt; no answer is needed.
+		term.waitFor(t, "the shell's prompt", regexp.MustCompile(`[#$] `))
+		term.typeIn(t, "echo $((6*7))\r")
+		term.waitFor(t, "the shell's answer", regexp.MustCompile(`\r\n42\r\n`))
+		term.typeIn(t, "stty size\r")
+		term.waitFor(t, "the size it started with", regexp.MustCompile(`\r\n30 100\r\n`))
+
+		// A resize reaches the command as the terminal's new size.
+		term.setSize(t, 40, 120)
+		sizes := regexp.MustCompile(`\r\n\d+ \d+\r\n`)
+		asked := 1
+		waitFor(t, 20*time.Second, "the new size in the container", func() (bool, string) {
+			out := term.out.String()
+			if strings.Contains(out, "\r\n40 120\r\n") {
+				return true, ""
+			}
+			// One question at a time: ask again once the last one got its answer.
+			if len(sizes.FindAllString(out, -1)) >= asked {
+				term.typeIn(t, "stty size\r")
+				asked++
+			}
+			return false, fmt.Sprintf("%q", lastBytes(out, 200))
+		})
+
+		term.typeIn(t, "exit 5\r")
+		if code := waitExit(t, c, done); code != 5 {
+			t.Errorf("staticlet exec -it ... sh after exit 5 exited %d, want 5; terminal: %q", code, lastBytes(term.out.String(), 300))
+		}
+		// The terminal is as staticlet found it.
+		after, err := unix.IoctlGetTermios(int(term.slave.Fd()), unix.TCGETS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
+			t.Errorf("terminal after exec: lflag %#x iflag %#x oflag %#x, want %#x %#x %#x as before",
+				after.Lflag, after.Iflag, after.Oflag, before.Lflag, before.Iflag, before.Oflag)
+		}
+	})
+
+	t.Run("client goes away", func(t *testing.T) {
+		c := d.execCommand(hn, "--", "sleep", "1234")
+		done := startCmd(t, c)
+		waitFor(t, 20*time.Second, "sleep 1234 running", func() (bool, string) {
+			return len(processesRunning("sleep 1234")) == 1, fmt.Sprint(processesRunning("sleep 1234"))
+		})
+		// As a lost connection would, a killed client closes it.
+		c.Process.Kill()
+		<-done
+		waitFor(t, 20*time.Second, "sleep 1234 gone", func() (bool, string) {
+			pids := processesRunning("sleep 1234")
+			return len(pids) == 0, fmt.Sprint(pids)
+		})
+		if _, errOut, code := d.exec(nil, hn, "--", "true"); code != 0 {
+			t.Errorf("exec after a client went away: exit %d, %s", code, errOut)
+		}
+	})
+}
+
+// execCommand is `staticlet exec` with args, against d.
+func (d *daemon) execCommand(args ...string) *exec.Cmd {
+	return exec.Command(binary(d.t), append([]string{"exec", "--status-socket", d.socket}, args...)...)
+}
+
+// exec runs `staticlet exec` with args and stdin, and returns its output
+// and exit code.
+func (d *daemon) exec(stdin io.Reader, args ...string) (stdout, stderr string, code int) {
+	d.t.Helper()
+	c := d.execCommand(args...)
+	var out, errOut bytes.Buffer
+	c.Stdin, c.Stdout, c.Stderr = stdin, &out, &errOut
+	err := c.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		d.t.Fatalf("running staticlet exec: %v", err)
+	}
+	return out.String(), errOut.String(), c.ProcessState.ExitCode()
+}
+
+// startCmd starts c, kills it if it still runs when the test ends, and
+// returns a channel closed once it has exited.
+func startCmd(t *testing.T, c *exec.Cmd) <-chan struct{} {
+	t.Helper()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			_ = c.Process.Kill()
+			<-done
+		}
+	})
+	return done
+}
+
+// waitExit waits for c, started by startCmd, to exit and returns its code.
+func waitExit(t *testing.T, c *exec.Cmd, done <-chan struct{}) int {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not exit", c)
+	}
+	return c.ProcessState.ExitCode()
+}
+
+// processesRunning lists the processes, on the whole host, whose command
+// line is want (its arguments joined by spaces).
+func processesRunning(want string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, ent := range entries {
+		var pid int
+		if _, err := fmt.Sscan(ent.Name(), &pid); err != nil {
+			continue
+		}
+		if strings.Join(cmdline(pid), " ") == want && processRunning(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func lastBytes(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// pty is a pseudo-terminal: the test holds the master side, as a terminal
+// emulator would, and runs a process on the slave side.
+type pty struct {
+	master, slave *os.File
+	out           *syncBuffer // what the master read: the terminal's screen
+}
+
+// openPTY opens a pseudo-terminal, copies what it shows into out, and
+// closes it at the end of the test.
+func openPTY(t *testing.T) *pty {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlocking the pty: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("the pty's number: %v", err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slave.Close() })
+	p := &pty{master: master, slave: slave, out: &syncBuffer{}}
+	go func() { _, _ = io.Copy(p.out, master) }() // ends when master is closed
+	return p
+}
+
+// setSize sets the terminal's size, as a terminal emulator does when its
+// window changes: the kernel signals SIGWINCH to the foreground processes.
+func (p *pty) setSize(t *testing.T, rows, cols uint16) {
+	t.Helper()
+	if err := unix.IoctlSetWinsize(int(p.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols}); err != nil {
+		t.Fatalf("setting the pty's size: %v", err)
+	}
+}
+
+// typeIn types s on the terminal's keyboard.
+func (p *pty) typeIn(t *testing.T, s string) {
+	t.Helper()
+	if _, err := p.master.WriteString(s); err != nil {
+		t.Fatalf("typing %q: %v", s, err)
+	}
+}
+
+// waitFor waits until the terminal has shown what re matches.
+func (p *pty) waitFor(t *testing.T, what string, re *regexp.Regexp) {
+	t.Helper()
+	waitFor(t, 20*time.Second, what, func() (bool, string) {
+		out := p.out.String()
+		return re.MatchString(out), fmt.Sprintf("%q", lastBytes(out, 200))
+	})
+}
