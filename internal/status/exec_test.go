@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 // (prints the initial size and each resize, until stdin ends), "block"
 // (until ctx ends: it reports that on cancelled).
 type fakeExec struct {
+	started   chan struct{} // nil, or told when "block" starts
 	cancelled chan string
 }
 
@@ -46,6 +48,9 @@ func (f *fakeExec) exec(ctx context.Context, id string, opts ExecOptions) (int, 
 			}
 		}
 	case "block":
+		if f.started != nil {
+			f.started <- struct{}{}
+		}
 		<-ctx.Done()
 		f.cancelled <- id
 		return -1, ctx.Err()
@@ -177,6 +182,39 @@ func TestExecCancelsCommand(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command's context did not end after the client closed the connection")
+	}
+}
+
+func TestExecServerStops(t *testing.T) {
+	store := NewStore()
+	store.SetPod(execPod())
+	fake := &fakeExec{started: make(chan struct{}, 1), cancelled: make(chan string, 1)}
+	socket := filepath.Join(shortDir(t), "s.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- NewServer(ServerConfig{Socket: socket, Store: store, Exec: fake.exec}).Run(ctx) }()
+	c := NewClient(socket)
+	waitFor(t, 5*time.Second, "the server to answer", func() bool { return c.Health(context.Background()) == nil })
+
+	execErr := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(context.Background(), "web", ExecOptions{Container: "a", Command: []string{"block"}, Stdout: io.Discard})
+		execErr <- err
+	}()
+	<-fake.started
+	// A stopping server ends the sessions under way, and waits for them.
+	cancel()
+	if err := <-ran; err != nil {
+		t.Errorf("Run() = %v, want nil", err)
+	}
+	select {
+	case <-fake.cancelled:
+	default:
+		t.Error("Run returned before the command's context ended")
+	}
+	if err := <-execErr; err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Errorf("Exec() while the server stops = %v, want the command's error", err)
 	}
 }
 

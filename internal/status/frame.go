@@ -8,26 +8,7 @@ import (
 	"sync"
 )
 
-// The exec protocol. After POST /pods/{name}/exec has switched protocols
-// (101, Upgrade: ExecProtocol), both sides send frames on the connection:
-// a 5-byte header, the frame's type (one byte) and the length of its
-// payload (4 bytes, big-endian, at most maxFramePayload), then the payload.
-//
-//	type            from    payload
-//	0 stdin         client  bytes for the command's standard input
-//	1 stdout        server  bytes the command wrote to its standard output
-//	                        (with a terminal: all its output)
-//	2 stderr        server  bytes the command wrote to its standard error
-//	3 stdin-close   client  none: the command's input ends (EOF)
-//	4 resize        client  4 bytes: columns and rows, each a big-endian uint16
-//	5 exit          server  4 bytes: the exit code, a big-endian int32, then
-//	                        an error message in UTF-8 (empty on success)
-//
-// The exit frame is the server's last: once the command has exited and
-// its output has been sent, or when it could not be run (then the message
-// says why and the code is -1). A client that closes the connection ends
-// the command: the server kills it. A frame of an unknown type, or too
-// long, is a protocol error that ends the connection.
+// The frame types of the exec protocol, which the package doc describes.
 const (
 	frameStdin      byte = 0
 	frameStdout     byte = 1
