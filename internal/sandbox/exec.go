@@ -122,8 +122,9 @@ func (r *Runtime) startExec(ctx context.Context, id string, cmd []string, adjust
 	if err != nil {
 		return nil, fmt.Errorf("exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 	}
-	// The wait is long-lived: it must outlast the per-call deadline.
-	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
+	// The wait is long-lived: it must outlast the per-call deadline, and
+	// ctx too, so that an exit status is never ctx's end; delete ends it.
+	wctx, wcancel := context.WithCancel(r.nsContext(context.WithoutCancel(ctx)))
 	ep := &execProcess{r: r, id: id, execID: execID, p: p, stop: wcancel}
 	defer func() {
 		if err != nil {
@@ -133,7 +134,12 @@ func (r *Runtime) startExec(ctx context.Context, id string, cmd []string, adjust
 	if ep.exited, err = p.Wait(wctx); err != nil {
 		return nil, fmt.Errorf("waiting on exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 	}
-	if err := p.Start(cctx); err != nil {
+	// The start runs to its end even when ctx ends: one cut short can
+	// leave a process that the shim started and nothing kills. The caller
+	// sees ctx's end and kills it.
+	sctx, scancel := r.call(context.WithoutCancel(ctx))
+	defer scancel()
+	if err := p.Start(sctx); err != nil {
 		return nil, fmt.Errorf("starting exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 	}
 	return ep, nil

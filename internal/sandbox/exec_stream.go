@@ -28,8 +28,9 @@ type ExecStreams struct {
 	// under way when it returns: what it reads is dropped, and Stdin is
 	// not read again.
 	Stdin io.Reader
-	// Stdout and Stderr receive the command's output. With TTY both go to
-	// Stdout, as a terminal has one output, and Stderr is not used.
+	// Stdout and Stderr receive the command's output (nil drops it). With
+	// TTY both go to Stdout, as a terminal has one output, and Stderr is
+	// not used.
 	Stdout, Stderr io.Writer
 	// TTY runs the command on a terminal of Size (if not zero), resized to
 	// each size Resize delivers.
@@ -46,6 +47,14 @@ type ExecStreams struct {
 func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, s ExecStreams) (int, error) {
 	if len(cmd) == 0 {
 		return -1, fmt.Errorf("exec in container %s: no command", id)
+	}
+	// The shim opens every stream it is given, and both outputs without a
+	// terminal: one nobody reads is dropped here.
+	if s.Stdout == nil {
+		s.Stdout = io.Discard
+	}
+	if s.Stderr == nil && !s.TTY {
+		s.Stderr = io.Discard
 	}
 	// The process reads its input through a pipe fed once it has started,
 	// so that its input is closed only after the last byte went in.

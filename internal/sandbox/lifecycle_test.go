@@ -84,6 +84,8 @@ spec:
 	})
 	// Nothing is left of the execs killed: the container runs on alone.
 	h.waitNoExec(c.ID, "sleep 30")
+
+	t.Run("streams", func(t *testing.T) { testExecStream(t, h, c.ID) })
 }
 
 // waitNoExec waits until no process of container id's task runs cmd.
