@@ -24,8 +24,9 @@ func execCommand() *cobra.Command {
 		tty       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "exec POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARGS...]",
-		Short: "Run a command in a container of a pod",
+		Use:                   "exec POD [-c CONTAINER] [-i] [-t] -- COMMAND [ARGS...]",
+		Short:                 "Run a command in a container of a pod",
+		DisableFlagsInUseLine: true,
 		Long: `exec runs a command in a running container of a pod, in the container's
 namespaces and as its main process runs (user, environment, working
 directory), the way exec probes run. -c names the container (needed when

@@ -23,8 +23,10 @@ import (
 func TestExec(t *testing.T) {
 	e := newEnv(t)
 	d := e.start()
-	e.write("hn.yaml", sleeperPod("hn", "x", true))
 	e.write("pn.yaml", sleeperPod("pn", "x", false))
+	// hn has an init container too, which has run to its end.
+	e.write("hn.yaml", strings.Replace(sleeperPod("hn", "x", true), "\n  containers:\n",
+		"\n  initContainers:\n  - {name: init, image: localhost/busybox:test, command: [\"true\"]}\n  containers:\n", 1))
 	hn, pn := "hn-"+testNode, "pn-"+testNode
 	d.waitPod(hn, 30*time.Second, "pod hn running", running)
 	d.waitPod(pn, 30*time.Second, "pod pn running with an IP", func(p *v1.Pod) bool { return running(p) && p.Status.PodIP != "" })
@@ -55,6 +57,8 @@ func TestExec(t *testing.T) {
 		{name: "namespace and container", args: []string{"-n", "default", "-c", "main", hn, "--", "true"}},
 		{name: "no such container", args: []string{"-c", "nope", hn, "--", "true"},
 			wantErr: `error: exec in pod "` + hn + `": container "nope" not found in pod default/` + hn + "\n", wantCode: 1},
+		{name: "container not running", args: []string{"-c", "init", hn, "--", "true"},
+			wantErr: `error: exec in pod "` + hn + `": container init is not running` + "\n", wantCode: 1},
 		{name: "no such command", args: []string{hn, "--", "/nonexistent"}, wantErr: "error: exec in pod...", wantCode: 1},
 		{name: "no command", args: []string{hn}, wantErr: "error: exec needs a pod and a command...", wantCode: 1},
 	}
