@@ -89,6 +89,8 @@ with the command's exit code.`,
 	f.StringVarP(&container, "container", "c", "", "container name; may be left out for a pod with one container")
 	f.BoolVarP(&stdin, "stdin", "i", false, "send standard input to the command")
 	f.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal (with -i, when standard input is one)")
+	cmd.ValidArgsFunction = completePods(&cf, 1, "")
+	_ = cmd.RegisterFlagCompletionFunc("container", completeContainers(&cf))
 	return cmd
 }
 

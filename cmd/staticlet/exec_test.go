@@ -76,6 +76,23 @@ func TestExec(t *testing.T) {
 		})
 	}
 
+	t.Run("completion", func(t *testing.T) {
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"exec", "h"}, hn + "\n"},
+			{[]string{"exec", hn, "-c", "i"}, "init\n"},
+		} {
+			// The word being completed is last; the directive follows.
+			args := append([]string{"__complete", "--status-socket=" + d.socket}, tt.args...)
+			out, err := exec.Command(binary(t), args...).Output()
+			if got, _, _ := strings.Cut(string(out), ":"); err != nil || got != tt.want {
+				t.Errorf("completing staticlet %s = %q, %v; want %q", strings.Join(tt.args, " "), out, err, tt.want)
+			}
+		}
+	})
+
 	t.Run("terminal", func(t *testing.T) {
 		term := openPTY(t)
 		term.setSize(t, 30, 100)

@@ -60,7 +60,7 @@ func (s *Server) podExec(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, http.StatusNotImplemented, "exec is not served by this staticlet")
 		return
 	}
-	opts, err := parseExecOptions(r)
+	opts, stdin, err := parseExecOptions(r)
 	if err != nil {
 		s.writeError(w, r, http.StatusBadRequest, "%v", err)
 		return
@@ -69,14 +69,9 @@ func (s *Server) podExec(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, http.StatusUpgradeRequired, "exec needs the connection upgraded to %s", ExecProtocol)
 		return
 	}
-	p, key, container, ok := s.lookupContainer(w, r)
+	p, key, container, ok := s.lookupOneContainer(w, r)
 	if !ok {
 		return
-	}
-	if container == "" {
-		if container, ok = s.onlyContainer(w, r, p, key); !ok {
-			return
-		}
 	}
 	opts.Container = container
 	id, ok := runningContainerID(p, opts.Container)
@@ -102,13 +97,13 @@ func (s *Server) podExec(w http.ResponseWriter, r *http.Request) {
 	}
 	conn.SetDeadline(time.Time{})
 	s.log.Info("exec in container", "pod", key, "container", opts.Container, "command", opts.Command, "tty", opts.TTY)
-	s.execSession(r.Context(), conn, brw.Reader, id, opts)
+	s.execSession(r.Context(), conn, brw.Reader, id, stdin, opts)
 }
 
 // execSession runs the command with its streams framed on conn, reading
-// the client's frames from br (the connection's buffered reader), and
-// ends with the exit frame.
-func (s *Server) execSession(ctx context.Context, conn net.Conn, br *bufio.Reader, id string, opts ExecOptions) {
+// the client's frames from br (the connection's buffered reader), with
+// the client's input if stdin, and ends with the exit frame.
+func (s *Server) execSession(ctx context.Context, conn net.Conn, br *bufio.Reader, id string, stdin bool, opts ExecOptions) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	fw := newFrameWriter(conn)
@@ -116,10 +111,10 @@ func (s *Server) execSession(ctx context.Context, conn net.Conn, br *bufio.Reade
 	if !opts.TTY {
 		opts.Stderr = fw.stream(frameStderr)
 	}
-	var stdin *io.PipeWriter
-	if opts.Stdin != nil {
+	var in *io.PipeWriter
+	if stdin {
 		var pr *io.PipeReader
-		pr, stdin = io.Pipe()
+		pr, in = io.Pipe()
 		defer pr.Close() // ends a write of the reader below
 		opts.Stdin = pr
 	}
@@ -133,9 +128,9 @@ func (s *Server) execSession(ctx context.Context, conn net.Conn, br *bufio.Reade
 		// A client that closes the connection, or breaks the protocol,
 		// ends the command.
 		defer cancel()
-		err := readClientFrames(br, stdin, resize)
-		if stdin != nil {
-			stdin.CloseWithError(err)
+		err := readClientFrames(br, in, resize)
+		if in != nil {
+			in.CloseWithError(err)
 		}
 	})
 
@@ -195,23 +190,18 @@ func readClientFrames(br *bufio.Reader, stdin *io.PipeWriter, resize chan TermSi
 }
 
 // parseExecOptions reads the query of an exec request: command (repeated),
-// container, stdin, tty, cols and rows.
-func parseExecOptions(r *http.Request) (ExecOptions, error) {
+// container, stdin (whether the client sends input), tty, cols and rows.
+func parseExecOptions(r *http.Request) (opts ExecOptions, stdin bool, err error) {
 	q := r.URL.Query()
-	opts := ExecOptions{Container: q.Get("container"), Command: q["command"]}
+	opts = ExecOptions{Container: q.Get("container"), Command: q["command"]}
 	if len(opts.Command) == 0 {
-		return opts, errors.New("exec needs a command: give one or more command parameters")
+		return opts, false, errors.New("exec needs a command: give one or more command parameters")
 	}
-	stdin, err := queryBool(q, "stdin")
-	if err != nil {
-		return opts, err
-	}
-	if stdin {
-		// Marks the request for input; the session fills it in.
-		opts.Stdin = strings.NewReader("")
+	if stdin, err = queryBool(q, "stdin"); err != nil {
+		return opts, false, err
 	}
 	if opts.TTY, err = queryBool(q, "tty"); err != nil {
-		return opts, err
+		return opts, false, err
 	}
 	for _, d := range []struct {
 		name string
@@ -220,12 +210,12 @@ func parseExecOptions(r *http.Request) (ExecOptions, error) {
 		if v := q.Get(d.name); v != "" {
 			n, err := strconv.ParseUint(v, 10, 16)
 			if err != nil {
-				return opts, fmt.Errorf("invalid %s %q: want an integer from 0 to 65535", d.name, v)
+				return opts, false, fmt.Errorf("invalid %s %q: want an integer from 0 to 65535", d.name, v)
 			}
 			*d.to = uint16(n)
 		}
 	}
-	return opts, nil
+	return opts, stdin, nil
 }
 
 // queryBool reads boolean parameter name of q; absent is false.

@@ -365,14 +365,9 @@ func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, http.StatusBadRequest, "%v", err)
 		return
 	}
-	p, key, container, ok := s.lookupContainer(w, r)
+	_, key, container, ok := s.lookupOneContainer(w, r)
 	if !ok {
 		return
-	}
-	if container == "" {
-		if container, ok = s.onlyContainer(w, r, p, key); !ok {
-			return
-		}
 	}
 	rc, err := s.cfg.Logs(r.Context(), key, container, opts)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -409,10 +404,14 @@ func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// onlyContainer returns the name of pod p's only app container, for a
-// request that names none; it answers the request itself when there are
-// several to choose from. key is the pod's "namespace/name".
-func (s *Server) onlyContainer(w http.ResponseWriter, r *http.Request, p *v1.Pod, key string) (string, bool) {
+// lookupOneContainer is lookupContainer for a request about one
+// container: one that names none gets the pod's only app container, and
+// is answered with the choices when there are several.
+func (s *Server) lookupOneContainer(w http.ResponseWriter, r *http.Request) (p *v1.Pod, key, container string, ok bool) {
+	p, key, container, ok = s.lookupContainer(w, r)
+	if !ok || container != "" {
+		return p, key, container, ok
+	}
 	if len(p.Spec.Containers) != 1 {
 		names := make([]string, len(p.Spec.Containers))
 		for i, c := range p.Spec.Containers {
@@ -420,9 +419,9 @@ func (s *Server) onlyContainer(w http.ResponseWriter, r *http.Request, p *v1.Pod
 		}
 		s.writeError(w, r, http.StatusBadRequest,
 			"a container name must be specified for pod %s, choose one of: [%s]", key, strings.Join(names, " "))
-		return "", false
+		return nil, "", "", false
 	}
-	return p.Spec.Containers[0].Name, true
+	return p, key, p.Spec.Containers[0].Name, true
 }
 
 func hasContainer(p *v1.Pod, name string) bool {
