@@ -74,6 +74,11 @@ with the command's exit code.`,
 				}
 			}
 			code, err := cf.client().Exec(ctx, cf.podName(args[0]), opts)
+			if err != nil && ctx.Err() != nil && cmd.Context().Err() == nil {
+				// A signal ended it, and the command with it: exit as a
+				// shell does for SIGINT.
+				return &exitError{code: 130, err: errors.New("interrupted: the command was killed")}
+			}
 			if err != nil {
 				return err
 			}

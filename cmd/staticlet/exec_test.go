@@ -158,6 +158,23 @@ func TestExec(t *testing.T) {
 			pids := processesRunning("sleep 1234")
 			return len(pids) == 0, fmt.Sprint(pids)
 		})
+		// An interrupted client ends the command too, and says so.
+		c = d.execCommand(hn, "--", "sleep", "1235")
+		var errOut syncBuffer
+		c.Stderr = &errOut
+		done = startCmd(t, c)
+		waitFor(t, 20*time.Second, "sleep 1235 running", func() (bool, string) {
+			return len(processesRunning("sleep 1235")) == 1, fmt.Sprint(processesRunning("sleep 1235"))
+		})
+		c.Process.Signal(os.Interrupt)
+		if code := waitExit(t, c, done); code != 130 || errOut.String() != "error: interrupted: the command was killed\n" {
+			t.Errorf("staticlet exec after SIGINT: exit %d, stderr %q; want 130 and that it was killed", code, errOut.String())
+		}
+		waitFor(t, 20*time.Second, "sleep 1235 gone", func() (bool, string) {
+			pids := processesRunning("sleep 1235")
+			return len(pids) == 0, fmt.Sprint(pids)
+		})
+
 		if _, errOut, code := d.exec(nil, hn, "--", "true"); code != 0 {
 			t.Errorf("exec after a client went away: exit %d, %s", code, errOut)
 		}
