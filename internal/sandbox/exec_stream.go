@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -75,7 +76,10 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, s Exe
 		ps.Terminal = s.TTY
 		ps.ConsoleSize = nil
 		if s.TTY {
-			ps.Env = append(append([]string(nil), ps.Env...), "TERM=xterm")
+			// In place of the container's own TERM, as the CRI's does.
+			ps.Env = append(slices.DeleteFunc(slices.Clone(ps.Env), func(e string) bool {
+				return strings.HasPrefix(e, "TERM=")
+			}), "TERM=xterm")
 			if s.Size != (ConsoleSize{}) {
 				ps.ConsoleSize = &specs.Box{Width: uint(s.Size.Width), Height: uint(s.Size.Height)}
 			}

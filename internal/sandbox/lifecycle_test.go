@@ -34,7 +34,7 @@ spec:
     image: localhost/busybox:test
     command: [/bin/sh, -c, %q]
     workingDir: /tmp
-    env: [{name: FOO, value: bar}]
+    env: [{name: FOO, value: bar}, {name: TERM, value: dumb}]
     securityContext: {runAsUser: 65534, runAsGroup: 65534}
 `, idleScript))
 	sb := h.sandbox(p)
