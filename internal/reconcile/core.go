@@ -66,9 +66,10 @@ type containerMemory struct {
 	changed map[string]string
 	// restartAsked holds the containers whose restart was asked since the
 	// pass under way began (staticlet restart); restartNow those the pass
-	// under way restarts, taken from restartAsked as it begins. A request
-	// the pass does not reach (the pod is not initialised, or done) is
-	// dropped with it.
+	// under way restarts, taken from restartAsked as it begins. A sandbox
+	// waiting out its backoff is tried again at once for them. A request
+	// the pass does not reach (the pod is not initialised, waits for the
+	// pods it starts after, or is done) is dropped with it.
 	restartAsked, restartNow map[string]bool
 }
 

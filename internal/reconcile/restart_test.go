@@ -223,3 +223,27 @@ func TestRestartRefusedDuringShutdown(t *testing.T) {
 		h.wantOps(m)
 	})
 }
+
+// TestRestartSandboxBackOff: a pod whose sandbox could not be made waits
+// out the sandbox's backoff; a restart tries it again at once, and starts
+// the containers in it.
+func TestRestartSandboxBackOff(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		p := mkPod(t, podSpec{})
+		h := newHarness(t, Config{Backoff: Backoff{Initial: time.Minute, Max: 5 * time.Minute, Reset: 10 * time.Minute}})
+		h.rt.setCreateErr(errors.New("no space left on device"))
+		h.set(p)
+		h.sleep(90 * time.Second) // failed at 0 and 60 s: the next try is at 180 s
+		if st := h.status(p); len(h.rep.eventsWith("BackOff")) == 0 {
+			t.Fatalf("no sandbox BackOff event; status %+v", st.Status)
+		}
+		h.rt.setCreateErr(nil)
+		m := h.mark()
+		if err := h.restart(p, ""); err != nil {
+			t.Fatalf("Restart = %v, want nil", err)
+		}
+		if got := h.ops(m, "create", "start"); len(got) != 2 || !strings.HasPrefix(got[0], "create") || got[1] != "start app app#0" {
+			t.Errorf("after the restart: %v, want the sandbox made and app started at once", got)
+		}
+	})
+}

@@ -80,8 +80,10 @@ func inPlace(p *pod.Pod, sb pod.Record) bool { return sb.Pinned && !sharesPID(p)
 // decideSandbox decides for the pod's current sandbox and tells of a pause
 // process that exited, and of a wait, in events and in the status.
 func (c *podCore) decideSandbox(out []action, p *pod.Pod, v view, sb pod.Record, exists bool) (sandboxDecision, []action) {
-	if c.sb.retry.hash != p.SandboxHash {
-		// A new pod spec starts without the old one's backoff.
+	if c.sb.retry.hash != p.SandboxHash || len(c.mem.restartNow) > 0 {
+		// A new pod spec starts without the old one's backoff, and so
+		// does a restart asked now (staticlet restart): the containers
+		// to restart need their sandbox first.
 		c.sb.retry = sandboxRetry{hash: p.SandboxHash}
 	}
 	terminal := exists && c.terminal(p, v, sb.ID)
