@@ -20,6 +20,9 @@ spec:
   - name: loop
     image: localhost/busybox:test
     command: ["sh", "-c", "while :; do :; done"]
+    # Half a core at most: a spinning loop must not starve the node (the
+    # test VM's emulated CPUs, and containerd and runc with them).
+    resources: {limits: {cpu: 500m}}
   - name: fill
     image: localhost/busybox:test
     # 20 MiB in a tmpfs: its pages are charged to the container's cgroup.
@@ -120,6 +123,13 @@ func TestTopPods(t *testing.T) {
 			t.Errorf("PodStats: pod %+v, want one of default with memory", p)
 		}
 	}
+
+	// The loop stops with its pod, before the test's clean-up.
+	e.remove("top.yaml")
+	waitFor(t, 30*time.Second, "busy gone", func() (bool, string) {
+		_, err := d.pod(busy)
+		return err != nil, fmt.Sprint(err)
+	})
 }
 
 // topRows maps each row of a top table, by its first columns (the POD and

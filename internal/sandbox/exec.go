@@ -134,15 +134,52 @@ func (r *Runtime) startExec(ctx context.Context, id string, cmd []string, adjust
 	if ep.exited, err = p.Wait(wctx); err != nil {
 		return nil, fmt.Errorf("waiting on exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 	}
-	// The start runs to its end even when ctx ends: one cut short can
-	// leave a process that the shim started and nothing kills. The caller
-	// sees ctx's end and kills it.
-	sctx, scancel := r.call(context.WithoutCancel(ctx))
-	defer scancel()
-	if err := p.Start(sctx); err != nil {
+	// The start ends with ctx: a probe's ctx ends when its container is
+	// stopped, and a start carried on into a container being killed left
+	// the shim stuck (its next kill of the container timed out). The shim
+	// may start the process all the same after the call gave up: it is
+	// killed once it runs, then deleted.
+	if err := p.Start(cctx); err != nil {
+		if ctx.Err() != nil {
+			ep.killStarting(ctx)
+		}
 		return nil, fmt.Errorf("starting exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 	}
 	return ep, nil
+}
+
+// execStartPoll is how often killStarting tries to kill a process whose
+// start was cut short, for execStartKill at most: the shim may hold such
+// a start, and every call about the process, for long.
+const (
+	execStartPoll = 50 * time.Millisecond
+	execStartKill = 2 * time.Second
+)
+
+// killStarting tries to kill a process whose start was cut short, which
+// the shim may still be starting: a kill before it runs fails, so it is
+// tried again until the process exits or is not found, for execStartKill
+// at most. It is best effort: a start that the shim completes later still
+// runs its command (inside the container, whose stop kills it).
+func (ep *execProcess) killStarting(ctx context.Context) {
+	kctx, cancel := context.WithTimeout(ep.r.nsContext(context.WithoutCancel(ctx)), execStartKill)
+	defer cancel()
+	tick := time.NewTicker(execStartPoll)
+	defer tick.Stop()
+	for {
+		err := ep.p.Kill(kctx, syscall.SIGKILL)
+		if errdefs.IsNotFound(err) {
+			return
+		}
+		select {
+		case <-ep.exited:
+			return
+		case <-kctx.Done():
+			ep.r.cfg.Logger.Warn("killing an exec'd process whose start was cut short", "container", ep.id, "exec", ep.execID, "err", err)
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // kill ends the process with SIGKILL and waits a little for it to go.

@@ -64,8 +64,12 @@ func testExecStream(t *testing.T, h *harness, id string) {
 		ctx, cancel := context.WithCancel(h.ctx())
 		defer cancel()
 		// The command is killed once it has started: its output says so.
+		// It writes only once it has read a line, which ExecStream feeds it
+		// once the shim's start returned (a start cut short is another
+		// case, killed on a best-effort basis).
 		started := &onWrite{do: cancel}
-		_, err := h.rt.ExecStream(ctx, id, []string{"sh", "-c", "echo started; exec sleep 4321"}, ExecStreams{Stdout: started})
+		_, err := h.rt.ExecStream(ctx, id, []string{"sh", "-c", "read x; echo started; exec sleep 4321"},
+			ExecStreams{Stdin: strings.NewReader("go\n"), Stdout: started})
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("ExecStream with a cancelled context = %v, want context.Canceled", err)
 		}
