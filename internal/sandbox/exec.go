@@ -53,7 +53,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string, timeout tim
 		ps.ConsoleSize = nil
 	}, cio.NewCreator(
 		cio.WithStreams(nil, out, out),
-		cio.WithFIFODir(filepath.Join(r.cfg.RootDir, "fifo"))))
+		cio.WithFIFODir(filepath.Join(r.cfg.RootDir, "fifo"))), false)
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -97,8 +97,9 @@ type execProcess struct {
 
 // startExec starts cmd in container id's running task with the process
 // spec of the container's main process as adjust changes it, and its IO
-// from ioc. The caller must call delete on the process returned.
-func (r *Runtime) startExec(ctx context.Context, id string, cmd []string, adjust func(*specs.Process), ioc cio.Creator) (_ *execProcess, err error) {
+// from ioc; see below for finishStart. The caller must call delete on the
+// process returned.
+func (r *Runtime) startExec(ctx context.Context, id string, cmd []string, adjust func(*specs.Process), ioc cio.Creator, finishStart bool) (_ *execProcess, err error) {
 	cctx, cancel := r.call(ctx)
 	defer cancel()
 	c, err := r.client.LoadContainer(cctx, id)
@@ -134,52 +135,24 @@ func (r *Runtime) startExec(ctx context.Context, id string, cmd []string, adjust
 	if ep.exited, err = p.Wait(wctx); err != nil {
 		return nil, fmt.Errorf("waiting on exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 	}
-	// The start ends with ctx: a probe's ctx ends when its container is
-	// stopped, and a start carried on into a container being killed left
-	// the shim stuck (its next kill of the container timed out). The shim
-	// may start the process all the same after the call gave up: it is
-	// killed once it runs, then deleted.
-	if err := p.Start(cctx); err != nil {
-		if ctx.Err() != nil {
-			ep.killStarting(ctx)
-		}
+	// A start cut short can leave a process that the shim starts all the
+	// same, and that nothing kills. With finishStart the start runs to its
+	// end whatever ctx does, and the caller, seeing ctx's end, kills the
+	// process: for a command someone runs. An exec probe's start ends with
+	// its ctx, which ends when its container is stopped: a start carried
+	// on into a container being killed left the shim stuck (its next kill
+	// of the container timed out), while a process cut short there goes
+	// with its container.
+	sctx := cctx
+	if finishStart {
+		var scancel context.CancelFunc
+		sctx, scancel = r.call(context.WithoutCancel(ctx))
+		defer scancel()
+	}
+	if err := p.Start(sctx); err != nil {
 		return nil, fmt.Errorf("starting exec %q in container %s: %w", strings.Join(cmd, " "), id, err)
 	}
 	return ep, nil
-}
-
-// execStartPoll is how often killStarting tries to kill a process whose
-// start was cut short, for execStartKill at most: the shim may hold such
-// a start, and every call about the process, for long.
-const (
-	execStartPoll = 50 * time.Millisecond
-	execStartKill = 2 * time.Second
-)
-
-// killStarting tries to kill a process whose start was cut short, which
-// the shim may still be starting: a kill before it runs fails, so it is
-// tried again until the process exits or is not found, for execStartKill
-// at most. It is best effort: a start that the shim completes later still
-// runs its command (inside the container, whose stop kills it).
-func (ep *execProcess) killStarting(ctx context.Context) {
-	kctx, cancel := context.WithTimeout(ep.r.nsContext(context.WithoutCancel(ctx)), execStartKill)
-	defer cancel()
-	tick := time.NewTicker(execStartPoll)
-	defer tick.Stop()
-	for {
-		err := ep.p.Kill(kctx, syscall.SIGKILL)
-		if errdefs.IsNotFound(err) {
-			return
-		}
-		select {
-		case <-ep.exited:
-			return
-		case <-kctx.Done():
-			ep.r.cfg.Logger.Warn("killing an exec'd process whose start was cut short", "container", ep.id, "exec", ep.execID, "err", err)
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // kill ends the process with SIGKILL and waits a little for it to go.

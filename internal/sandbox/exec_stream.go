@@ -84,7 +84,7 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, s Exe
 				ps.ConsoleSize = &specs.Box{Width: uint(s.Size.Width), Height: uint(s.Size.Height)}
 			}
 		}
-	}, cio.NewCreator(opts...))
+	}, cio.NewCreator(opts...), true)
 	if err != nil {
 		return -1, err
 	}

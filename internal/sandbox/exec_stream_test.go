@@ -65,8 +65,7 @@ func testExecStream(t *testing.T, h *harness, id string) {
 		defer cancel()
 		// The command is killed once it has started: its output says so.
 		// It writes only once it has read a line, which ExecStream feeds it
-		// once the shim's start returned (a start cut short is another
-		// case, killed on a best-effort basis).
+		// once the shim's start returned.
 		started := &onWrite{do: cancel}
 		_, err := h.rt.ExecStream(ctx, id, []string{"sh", "-c", "read x; echo started; exec sleep 4321"},
 			ExecStreams{Stdin: strings.NewReader("go\n"), Stdout: started})
@@ -74,6 +73,18 @@ func testExecStream(t *testing.T, h *harness, id string) {
 			t.Errorf("ExecStream with a cancelled context = %v, want context.Canceled", err)
 		}
 		h.waitNoExec(id, "sleep 4321")
+
+		// Cancelled as the process writes, which may come before the
+		// shim's start returned: the start runs to its end, then the
+		// process is killed.
+		ctx, cancel = context.WithCancel(h.ctx())
+		defer cancel()
+		started = &onWrite{do: cancel}
+		_, err = h.rt.ExecStream(ctx, id, []string{"sh", "-c", "echo started; exec sleep 4322"}, ExecStreams{Stdout: started})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("ExecStream cancelled during its start = %v, want context.Canceled", err)
+		}
+		h.waitNoExec(id, "sleep 4322")
 	})
 }
 
