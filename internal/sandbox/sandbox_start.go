@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -240,7 +241,8 @@ func pollPauseReady(ctx context.Context, pid uint32, exited <-chan client.ExitSt
 	for {
 		// "pid (name) state ...": the name may hold spaces and parentheses.
 		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
+		// A process that exits between the open and the read gives ESRCH.
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 			select {
 			case st := <-exited:
 				return exitErr(st)
