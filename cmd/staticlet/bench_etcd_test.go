@@ -116,10 +116,10 @@ func (be *benchEnv) benchEtcd(b *testing.B) {
 // the endpoint polled every millisecond.
 func (ss *etcdSamples) time(b *testing.B, n *etcdNode, start func()) {
 	b.Helper()
-	old := listPIDs()
+	watch := watchProcs(b)
 	t0 := time.Now()
 	start()
-	_, running := waitMarker(b, n.MetricsFlag(), old)
+	_, running := watch.waitMarker(b, n.MetricsFlag())
 	healthy := waitEtcdHealthy(b, n)
 	ss.running = append(ss.running, running.Sub(t0))
 	ss.healthy = append(ss.healthy, healthy.Sub(t0))

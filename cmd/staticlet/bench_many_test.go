@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,11 +27,15 @@ func (be *benchEnv) benchMany(b *testing.B) {
 	}
 	var lines []string
 	for _, n := range []int{10, benchPods} {
-		var up, down, clean, rawUp, rawDown []time.Duration
+		var up, down, clean, rawUp, rawDown, cpu, rawCPU []time.Duration
 		for range manyRuns {
+			c0 := machineCPU(b)
 			u, d, c := be.manyStaticlet(b, n)
+			cpu = append(cpu, machineCPU(b)-c0)
 			up, down, clean = append(up, u), append(down, d), append(clean, c)
+			c0 = machineCPU(b)
 			u, d = be.manyRaw(b, n)
+			rawCPU = append(rawCPU, machineCPU(b)-c0)
 			rawUp, rawDown = append(rawUp, u), append(rawDown, d)
 		}
 		target := map[int]string{10: "0.5s", benchPods: "1.5s"}[n]
@@ -39,10 +45,39 @@ func (be *benchEnv) benchMany(b *testing.B) {
 		b.ReportMetric(ms(ru), fmt.Sprintf("%d-raw-running-ms", n))
 		b.ReportMetric(ms(median(clean)), fmt.Sprintf("%d-unlisted-ms", n))
 		lines = append(lines, fmt.Sprintf("%d pods at once:   all running %s after the first write (raw containerd %s, ratio %.2f), all processes gone %s after the first unlink (raw SIGTERM→gone %s; every pod unlisted %s) (target ≤ %s each; median of %d)",
-			n, fmtMS(su), fmtMS(ru), ratio(su, ru), fmtMS(sd), fmtMS(rd), fmtMS(median(clean)), target, manyRuns))
+			n, fmtMS(su), fmtMS(ru), ratio(su, ru), fmtMS(sd), fmtMS(rd), fmtMS(median(clean)), target, manyRuns),
+			fmt.Sprintf("%d pods CPU:       the machine's CPU (all of it: run on an idle machine) from the first write until every pod was gone %s, %.1f ms a pod (raw containerd, no pod cgroup, files, /sys/fs/cgroup mount or logs: %s, %.1f ms a container; ratio %.2f)",
+				n, fmtMS(median(cpu)), ms(median(cpu))/float64(n), fmtMS(median(rawCPU)), ms(median(rawCPU))/float64(n), ratio(median(cpu), median(rawCPU))))
 	}
 	be.report(b, lines...)
 	b.ReportMetric(0, "ns/op")
+}
+
+// machineCPU is the CPU time every processor of the machine has spent
+// busy since boot (everything but idle and iowait in /proc/stat).
+func machineCPU(tb testing.TB) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		tb.Fatalf("/proc/stat begins %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			tb.Fatalf("/proc/stat: %v", err)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * clockTick // /proc/stat counts in USER_HZ too
 }
 
 // manyStaticlet writes n pods at once and removes them, and returns how
@@ -54,18 +89,19 @@ func (be *benchEnv) manyStaticlet(b *testing.B, n int) (up, down, clean time.Dur
 	for i := range markers {
 		markers[i] = newMarker()
 	}
-	old := listPIDs()
+	watch := watchProcs(b)
 	t0 := time.Now()
 	for i, m := range markers {
 		be.write(b, fmt.Sprintf("many%02d.yaml", i), benchPod(fmt.Sprintf("many%02d", i), m))
 	}
-	pids, at := waitMarkers(b, markers, old)
+	pids, at := watch.waitMarkers(b, markers)
 	up = at.Sub(t0)
+	exits := watchProcs(b)
 	t1 := time.Now()
 	for i := range markers {
 		be.remove(b, fmt.Sprintf("many%02d.yaml", i))
 	}
-	down = waitAllGone(b, pids).Sub(t1)
+	down = exits.waitGone(b, pids).Sub(t1)
 	be.waitNoPods(b)
 	return up, down, time.Since(t1)
 }
@@ -82,13 +118,13 @@ func (be *benchEnv) manyRaw(b *testing.B, n int) (up, down time.Duration) {
 	}
 	ctrs := make([]*rawCtr, n)
 	errs := make([]error, n)
-	old := listPIDs()
+	watch := watchProcs(b)
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	for i, m := range markers {
 		wg.Go(func() { ctrs[i], errs[i] = be.rawStart(ctx, benchArgs(m)) })
 	}
-	pids, at := waitMarkers(b, markers, old)
+	pids, at := watch.waitMarkers(b, markers)
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
@@ -101,6 +137,7 @@ func (be *benchEnv) manyRaw(b *testing.B, n int) (up, down time.Duration) {
 			b.Fatal(err)
 		}
 	}
+	exits := watchProcs(b)
 	t1 := time.Now()
 	for i, r := range ctrs {
 		wg.Go(func() { errs[i] = r.task.Kill(ctx, syscall.SIGTERM) })
@@ -111,7 +148,7 @@ func (be *benchEnv) manyRaw(b *testing.B, n int) (up, down time.Duration) {
 			b.Fatal(err)
 		}
 	}
-	down = waitAllGone(b, pids).Sub(t1)
+	down = exits.waitGone(b, pids).Sub(t1)
 	for _, r := range ctrs {
 		wg.Go(func() {
 			if err := r.remove(ctx); err != nil {
@@ -121,52 +158,4 @@ func (be *benchEnv) manyRaw(b *testing.B, n int) (up, down time.Duration) {
 	}
 	wg.Wait()
 	return up, down
-}
-
-// waitMarkers waits until, for each marker, a process outside old has it
-// among its arguments, polling /proc every millisecond; it returns them
-// and when the last was seen.
-func waitMarkers(tb testing.TB, markers []string, old map[int]bool) ([]int, time.Time) {
-	tb.Helper()
-	deadline := time.Now().Add(benchWait)
-	found := map[string]int{}
-	matched := map[int]bool{}
-	for {
-		for pid := range listPIDs() {
-			// A process is read again until it matched: runc's init
-			// becomes the container's process by exec.
-			if old[pid] || matched[pid] {
-				continue
-			}
-			args := cmdline(pid)
-			for _, m := range markers {
-				if _, ok := found[m]; !ok && slices.Contains(args, m) {
-					found[m], matched[pid] = pid, true
-				}
-			}
-		}
-		if len(found) == len(markers) {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d of %d processes running after %s", len(found), len(markers), benchWait)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	at := time.Now()
-	pids := make([]int, 0, len(found))
-	for _, pid := range found {
-		pids = append(pids, pid)
-	}
-	return pids, at
-}
-
-// waitAllGone waits until every process of pids has left /proc or is a
-// zombie, and returns when.
-func waitAllGone(tb testing.TB, pids []int) time.Time {
-	tb.Helper()
-	for _, pid := range pids {
-		waitGone(tb, pid)
-	}
-	return time.Now()
 }

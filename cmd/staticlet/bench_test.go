@@ -8,8 +8,9 @@ package main
 //
 // Latencies are observed from outside, as a user would: a container counts
 // as running once a process whose arguments hold a marker unique to the
-// iteration exists in /proc (polled every millisecond), and as gone once its
-// process has left /proc or is a zombie.
+// iteration has been exec'd, and as gone once its process has exited, both
+// as the kernel's process events tell it, with its timestamps (procWatch;
+// /proc is polled where those are not to be had).
 //
 // Environment:
 //   STATICLET_BENCH_IDLE  the window over which idle CPU is measured (60s),
@@ -412,25 +413,6 @@ func listPIDs() map[int]bool {
 	return out
 }
 
-// waitMarker waits for a process outside old whose arguments include marker,
-// polling /proc every millisecond, and returns it and when it was seen.
-// Processes in old are not read at all, so a poll costs little.
-func waitMarker(tb testing.TB, marker string, old map[int]bool) (int, time.Time) {
-	tb.Helper()
-	deadline := time.Now().Add(benchWait)
-	for {
-		for pid := range listPIDs() {
-			if !old[pid] && slices.Contains(cmdline(pid), marker) {
-				return pid, time.Now()
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("no process with argument %q after %s", marker, benchWait)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // waitGone waits for process pid to leave /proc or become a zombie.
 func waitGone(tb testing.TB, pid int) time.Time {
 	tb.Helper()
@@ -550,10 +532,10 @@ func (be *benchEnv) benchStart(b *testing.B) {
 	for b.Loop() {
 		// staticlet
 		marker := newMarker()
-		old := listPIDs()
+		watch := watchProcs(b)
 		t0 := time.Now()
 		be.write(b, "start.yaml", benchPod("start", marker))
-		_, at := waitMarker(b, marker, old)
+		_, at := watch.waitMarker(b, marker)
 		sl = append(sl, at.Sub(t0))
 		trace(b, b.Name()+" sl", t0, sl[len(sl)-1])
 		be.remove(b, "start.yaml")
@@ -562,13 +544,13 @@ func (be *benchEnv) benchStart(b *testing.B) {
 		// raw containerd
 		ctx, cancel := context.WithTimeout(rawCtx(context.Background()), benchWait)
 		marker = newMarker()
-		old = listPIDs()
+		watch = watchProcs(b)
 		t0 = time.Now()
 		r, err := be.rawStart(ctx, benchArgs(marker))
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, at = waitMarker(b, marker, old)
+		_, at = watch.waitMarker(b, marker)
 		raw = append(raw, at.Sub(t0))
 		trace(b, b.Name()+" raw", t0, raw[len(raw)-1])
 		if err := r.remove(ctx); err != nil {
@@ -600,29 +582,29 @@ func reportMedians(b *testing.B, sl, raw []time.Duration) (s, r time.Duration) {
 // start), whose kill→gone part is the old container's own stop time.
 func (be *benchEnv) benchChange(b *testing.B) {
 	marker := newMarker()
-	old := listPIDs()
+	watch := watchProcs(b)
 	be.write(b, "change.yaml", benchPod("change", marker))
-	pid, _ := waitMarker(b, marker, old)
+	pid, _ := watch.waitMarker(b, marker)
 
 	ctx, cancel := context.WithTimeout(rawCtx(context.Background()), 10*time.Minute)
 	defer cancel()
 	rmarker := newMarker()
-	old = listPIDs()
+	watch = watchProcs(b)
 	r, err := be.rawStart(ctx, benchArgs(rmarker))
 	if err != nil {
 		b.Fatal(err)
 	}
-	rpid, _ := waitMarker(b, rmarker, old)
+	rpid, _ := watch.waitMarker(b, rmarker)
 
 	var sl, slGone, raw, rawStop []time.Duration
 	for b.Loop() {
 		// staticlet
 		marker := newMarker()
-		old := listPIDs()
+		watch := watchProcs(b)
 		t0 := time.Now()
 		be.write(b, "change.yaml", benchPod("change", marker))
 		gone := goneAsync(pid)
-		npid, at := waitMarker(b, marker, old)
+		npid, at := watch.waitMarker(b, marker)
 		sl = append(sl, at.Sub(t0))
 		trace(b, b.Name()+" sl", t0, sl[len(sl)-1])
 		slGone = append(slGone, (<-gone).Sub(t0))
@@ -631,7 +613,7 @@ func (be *benchEnv) benchChange(b *testing.B) {
 
 		// raw containerd: replace the container the way staticlet must.
 		rmarker := newMarker()
-		old = listPIDs()
+		watch = watchProcs(b)
 		if err := r.watchExit(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -651,7 +633,7 @@ func (be *benchEnv) benchChange(b *testing.B) {
 		if r, err = be.rawStart(ctx, benchArgs(rmarker)); err != nil {
 			b.Fatal(err)
 		}
-		npid, at = waitMarker(b, rmarker, old)
+		npid, at = watch.waitMarker(b, rmarker)
 		raw = append(raw, at.Sub(t0))
 		trace(b, b.Name()+" raw", t0, raw[len(raw)-1])
 		rawStop = append(rawStop, (<-gone).Sub(t0))
@@ -682,9 +664,9 @@ func (be *benchEnv) benchRemove(b *testing.B) {
 	var sl, raw []time.Duration
 	for b.Loop() {
 		marker := newMarker()
-		old := listPIDs()
+		watch := watchProcs(b)
 		be.write(b, "remove.yaml", benchPod("remove", marker))
-		pid, _ := waitMarker(b, marker, old)
+		pid, _ := watch.waitMarker(b, marker)
 		t0 := time.Now()
 		be.remove(b, "remove.yaml")
 		sl = append(sl, waitGone(b, pid).Sub(t0))
@@ -693,12 +675,12 @@ func (be *benchEnv) benchRemove(b *testing.B) {
 
 		ctx, cancel := context.WithTimeout(rawCtx(context.Background()), benchWait)
 		marker = newMarker()
-		old = listPIDs()
+		watch = watchProcs(b)
 		r, err := be.rawStart(ctx, benchArgs(marker))
 		if err != nil {
 			b.Fatal(err)
 		}
-		pid, _ = waitMarker(b, marker, old)
+		pid, _ = watch.waitMarker(b, marker)
 		if err := r.watchExit(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -730,17 +712,17 @@ func (be *benchEnv) benchRestart(b *testing.B) {
 	var sl, raw []time.Duration
 	for b.Loop() {
 		marker := newMarker()
-		old := listPIDs()
+		watch := watchProcs(b)
 		be.write(b, "restart.yaml", benchPod("restart", marker))
-		pid, _ := waitMarker(b, marker, old)
+		pid, _ := watch.waitMarker(b, marker)
 		// Measure a pod at rest, not one whose sandbox is still starting.
 		be.waitSandboxUp(b, "restart-"+testNode)
-		old = listPIDs()
+		watch = watchProcs(b)
 		t0 := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			b.Fatal(err)
 		}
-		_, at := waitMarker(b, marker, old)
+		_, at := watch.waitMarker(b, marker)
 		sl = append(sl, at.Sub(t0))
 		trace(b, b.Name()+" sl", t0, sl[len(sl)-1])
 		be.remove(b, "restart.yaml")
@@ -748,16 +730,16 @@ func (be *benchEnv) benchRestart(b *testing.B) {
 
 		ctx, cancel := context.WithTimeout(rawCtx(context.Background()), benchWait)
 		marker = newMarker()
-		old = listPIDs()
+		watch = watchProcs(b)
 		r, err := be.rawStart(ctx, benchArgs(marker))
 		if err != nil {
 			b.Fatal(err)
 		}
-		pid, _ = waitMarker(b, marker, old)
+		pid, _ = watch.waitMarker(b, marker)
 		if err := r.watchExit(ctx); err != nil {
 			b.Fatal(err)
 		}
-		old = listPIDs()
+		watch = watchProcs(b)
 		t0 = time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			b.Fatal(err)
@@ -770,7 +752,7 @@ func (be *benchEnv) benchRestart(b *testing.B) {
 		if err := r.newTask(ctx); err != nil {
 			b.Fatal(err)
 		}
-		_, at = waitMarker(b, marker, old)
+		_, at = watch.waitMarker(b, marker)
 		raw = append(raw, at.Sub(t0))
 		trace(b, b.Name()+" raw", t0, raw[len(raw)-1])
 		if err := r.remove(ctx); err != nil {
