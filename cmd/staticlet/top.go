@@ -85,19 +85,16 @@ func topFilter(ctx context.Context, c *status.Client, cf *clientFlags, args []st
 	}
 	var selected map[string]bool // by namespace/name; nil selects all
 	if selector != "" {
-		sel, err := labels.Parse(selector)
-		if err != nil {
+		if _, err := labels.Parse(selector); err != nil {
 			return nil, fmt.Errorf("parsing selector %q: %w", selector, err)
 		}
-		list, err := c.Pods(ctx)
+		list, err := c.PodsMatching(ctx, selector) // the server selects, as for get pods -l
 		if err != nil {
 			return nil, err
 		}
 		selected = map[string]bool{}
 		for _, p := range list.Items {
-			if sel.Matches(labels.Set(p.Labels)) {
-				selected[p.Namespace+"/"+p.Name] = true
-			}
+			selected[p.Namespace+"/"+p.Name] = true
 		}
 	}
 	return func(p status.PodStats) bool {
