@@ -47,9 +47,10 @@ func (c *podCore) setDeps(ready map[string]bool) bool {
 }
 
 // awaitDeps decides whether pod p, whose sandbox is about to be made, has
-// to wait for the pods it starts after. It returns the actions that end
-// the pass when it waits; nil (and what to tell) when the sandbox may be
-// made.
+// to wait for the pods it starts after: until they are Ready, at most its
+// limit, and not once a restart of the pod is asked. It returns the
+// actions that end the pass when it waits; nil (and what to tell) when
+// the sandbox may be made.
 func (c *podCore) awaitDeps(out []action, p *pod.Pod) (wait bool, _ []action) {
 	names := p.After()
 	if len(names) == 0 || c.order.passed == p.SandboxHash {
@@ -70,6 +71,13 @@ func (c *podCore) awaitDeps(out []action, p *pod.Pod) (wait bool, _ []action) {
 	}
 	until := c.order.since.Add(c.order.limit)
 	list := strings.Join(missing, ", ")
+	if len(c.mem.restartNow) > 0 {
+		// Asked to start now (staticlet restart): the operator decides
+		// the dependencies may be skipped.
+		c.order.since, c.order.passed = time.Time{}, p.SandboxHash
+		return false, append(out, c.event(c.now, "", pod.EventNormal, "DependencySkipped",
+			fmt.Sprintf("Starting without waiting any longer for pod %s to be Ready (%s): %s", list, pod.AnnotationAfter, restartedBy)))
+	}
 	if !c.now.Before(until) {
 		c.order.since, c.order.passed = time.Time{}, p.SandboxHash
 		return false, append(out, c.event(c.now, "", pod.EventWarning, "DependencyTimeout",

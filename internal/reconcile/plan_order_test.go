@@ -22,6 +22,12 @@ func (d deps) feed(pl *player) []string {
 	return nil
 }
 
+// restartAsk asks the core to restart these containers (staticlet
+// restart).
+type restartAsk []string
+
+func (r restartAsk) feed(pl *player) []string { pl.c.askRestart(r); return nil }
+
 // changedFile tells the core a file a container mounts changed.
 type changedFile struct{ container, path string }
 
@@ -97,6 +103,15 @@ func TestPlanOrder(t *testing.T) {
 		turns: slices.Concat(waiting, []turn{
 			{beginAt(2 * time.Minute), lines("list")},
 			{ls(), lines("event Warning DependencyTimeout: Starting without waiting any longer for pod etcd to be Ready (staticlet.io/after): waited 2m0s",
+				"create-sandbox uid1")},
+		}),
+	}, {
+		name: "after etcd, which is not Ready: a restart asked starts it at once, and says so",
+		pod:  api,
+		turns: slices.Concat(waiting, []turn{
+			{restartAsk{"app"}, lines()},
+			{beginAt(40 * sec), lines("list")},
+			{ls(), lines("event Normal DependencySkipped: Starting without waiting any longer for pod etcd to be Ready (staticlet.io/after): restart requested through staticlet restart",
 				"create-sandbox uid1")},
 		}),
 	}, {
