@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -39,7 +38,7 @@ type Config struct {
 	// forwarder went away; default 2 s (the forwarder itself waited).
 	Drain time.Duration
 	// Logger receives what goes wrong with one container's log.
-	Logger *slog.Logger
+	Logger Logger
 }
 
 // RunDaemon is the log daemon program, `log-daemon DIR`. It returns the
@@ -54,7 +53,7 @@ func RunDaemon(dir string) int {
 	runtime.GOMAXPROCS(1)
 	debug.FreeOSMemory()
 	dropImagePages()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	logger := textLogger{w: os.Stderr, now: time.Now}
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -75,7 +74,7 @@ func Serve(ctx context.Context, dir string, cfg Config) error {
 		cfg.Drain = 2 * time.Second
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = discard{}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("log daemon: %w", err)

@@ -579,3 +579,41 @@ func TestDropImagePages(t *testing.T) {
 		t.Errorf("after dropping the pages: %q", got)
 	}
 }
+
+// TestTextLogger: the daemon's own log lines are in log/slog's text
+// format, values quoted as slog quotes them, a value without its key
+// under !BADKEY, and one line per record.
+func TestTextLogger(t *testing.T) {
+	var b bytes.Buffer
+	at := time.Date(2026, 11, 24, 15, 38, 2, 5e6, time.UTC)
+	l := textLogger{w: &b, now: func() time.Time { return at }}
+	l.Warn("reading a container's output", "path", "/var/log/pods/a b/0.log", "err", errors.New("EIO"), "bytes", 12)
+	l.Info("plain", "within", 10*time.Second, "empty", "", "eq", "a=b")
+	l.Error("odd", "lonely")
+	want := `time=2026-11-24T15:38:02.005Z level=WARN msg="reading a container's output" path="/var/log/pods/a b/0.log" err=EIO bytes=12
+time=2026-11-24T15:38:02.005Z level=INFO msg=plain within=10s empty="" eq="a=b"
+time=2026-11-24T15:38:02.005Z level=ERROR msg=odd !BADKEY=lonely
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestDaemonProgramImports: the daemon's program links neither log/slog
+// nor encoding/json, whose code the long-lived daemon would map for
+// nothing; package logd reports through its Logger.
+func TestDaemonProgramImports(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "github.com/staticlet/staticlet/cmd/staticlet-logd").CombinedOutput()
+	if err != nil {
+		t.Skipf("go list: %v: %s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "log/slog" || pkg == "encoding/json" {
+			t.Errorf("staticlet-logd depends on %s", pkg)
+		}
+	}
+}
