@@ -2,7 +2,7 @@
 // program of its own, `staticlet-logd log-daemon DIR`, the arguments
 // `staticlet log-daemon DIR` takes. staticlet runs it, when it finds it
 // beside its own binary, rather than itself: this program holds nothing
-// but the daemon. Idle, it takes about 3 MiB (PSS) where staticlet's
+// but the daemon. Idle, it takes about 2 MiB (PSS) where staticlet's
 // binary takes about 8.5: that one initialises its Kubernetes and
 // containerd packages before main can tell it is to be the daemon, which
 // leaves heap the daemon never uses and has the garbage collector and the

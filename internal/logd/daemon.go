@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -39,7 +38,7 @@ type Config struct {
 	// forwarder went away; default 2 s (the forwarder itself waited).
 	Drain time.Duration
 	// Logger receives what goes wrong with one container's log.
-	Logger *slog.Logger
+	Logger Logger
 }
 
 // RunDaemon is the log daemon program, `log-daemon DIR`. It returns the
@@ -54,7 +53,7 @@ func RunDaemon(dir string) int {
 	runtime.GOMAXPROCS(1)
 	debug.FreeOSMemory()
 	dropImagePages()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	logger := textLogger{w: os.Stderr, now: time.Now}
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -75,7 +74,7 @@ func Serve(ctx context.Context, dir string, cfg Config) error {
 		cfg.Drain = 2 * time.Second
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = discard{}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("log daemon: %w", err)
@@ -150,12 +149,22 @@ func tryLock(path string, how int) (f *os.File, ok bool, err error) {
 }
 
 // dropImagePages unmaps from this process the pages of its own program's
-// read-only segments (code, constants), which staticlet's initialisation
-// touched and the kernel mapped in 64 KiB around each touch, and asks the
-// kernel not to read around from then on: the daemon's steady state then
-// maps only the pages it uses. The pages stay in the page cache, shared
-// with staticlet; nothing of the daemon's data is touched (writable
-// mappings are left alone).
+// read-only segments (code, constants), which the program's initialisation
+// touched, and asks the kernel not to read ahead in them from then on;
+// then it evicts the constants' pages from the page cache, where no other
+// process maps them. The daemon's steady state then maps few pages of the
+// program. Nothing of the daemon's data is touched (writable mappings are
+// left alone).
+//
+// The eviction is what makes the constants cheap: on a fault the kernel
+// maps, besides the page faulted on, every page of the 64 KiB around it
+// that is in the page cache (fault-around, which MADV_RANDOM does not turn
+// off), so with the whole file cached the type data and function tables
+// the runtime reads here and there mapped nearly all of them (1.2 MiB).
+// Evicted, each page is read back alone when first touched. The code is
+// not evicted: a fault in an executable mapping reads around it however it
+// is advised (the whole program, here), so its pages are better left
+// cached and mapped 64 KiB around what runs.
 func dropImagePages() {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
@@ -165,20 +174,54 @@ func dropImagePages() {
 	if err != nil {
 		return
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	f, err := os.Open(exe)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	segs := imageSegments(string(b), exe)
+	// A program just written (installed, built) has dirty pages, which
+	// are not evicted until written out.
+	_ = unix.Fdatasync(int(f.Fd()))
+	// Twice: pages the runtime faults in between the unmapping and the
+	// eviction are mapped, so not evicted, the first time.
+	for range 2 {
+		for _, s := range segs {
+			// Raw calls: the ranges are not memory this program's Go code owns.
+			for _, advice := range []uintptr{unix.MADV_RANDOM, unix.MADV_DONTNEED} {
+				_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(s.start), uintptr(s.end-s.start), advice)
+			}
+			if !s.exec {
+				_ = unix.Fadvise(int(f.Fd()), int64(s.offset), int64(s.end-s.start), unix.FADV_DONTNEED)
+			}
+		}
+	}
+}
+
+// imageSegment is a read-only mapping of the program's file.
+type imageSegment struct {
+	start, end uint64 // its addresses
+	offset     uint64 // where it starts in the file
+	exec       bool   // code
+}
+
+// imageSegments are the read-only mappings of file exe in maps, the text
+// of /proc/<pid>/maps.
+func imageSegments(maps, exe string) []imageSegment {
+	var out []imageSegment
+	for _, line := range strings.Split(maps, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 6 || f[5] != exe || strings.Contains(f[1], "w") {
+		if len(f) < 6 || f[5] != exe || len(f[1]) < 3 || f[1][1] == 'w' {
 			continue
 		}
 		lo, hi, ok := strings.Cut(f[0], "-")
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if !ok || err1 != nil || err2 != nil || end <= start {
+		offset, err3 := strconv.ParseUint(f[2], 16, 64)
+		if !ok || err1 != nil || err2 != nil || err3 != nil || end <= start {
 			continue
 		}
-		// Raw calls: the range is not memory this program's Go code owns.
-		for _, advice := range []uintptr{unix.MADV_RANDOM, unix.MADV_DONTNEED} {
-			_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), advice)
-		}
+		out = append(out, imageSegment{start: start, end: end, offset: offset, exec: f[1][2] == 'x'})
 	}
+	return out
 }

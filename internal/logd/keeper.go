@@ -3,7 +3,6 @@ package logd
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +92,7 @@ func daemonProgram(exe string) string {
 // to go, once, and replaced: its forwarders hand their pipes to the new
 // one. While Keep runs, the daemon does not
 // exit for being idle. Without a daemon to run, Keep returns at once.
-func Keep(ctx context.Context, in Install, interval time.Duration, logger *slog.Logger) error {
+func Keep(ctx context.Context, in Install, interval time.Duration, logger Logger) error {
 	if in.Daemon == "" {
 		return nil
 	}

@@ -543,3 +543,77 @@ func TestBadForwarders(t *testing.T) {
 	fmt.Fprintln(c.out, "served")
 	h.waitLines("stdout:served")
 }
+
+// TestImageSegments: the daemon drops the pages of its program's
+// read-only mappings, code and constants apart (the constants are evicted
+// from the page cache, the code is not), and never touches a writable
+// mapping or another file's.
+func TestImageSegments(t *testing.T) {
+	const exe = "/usr/bin/staticlet-logd"
+	maps := `00400000-004fe000 r-xp 00000000 fe:00 10069235                           /usr/bin/staticlet-logd
+004fe000-00631000 r--p 000fe000 fe:00 10069235                           /usr/bin/staticlet-logd
+00631000-00642000 rw-p 00231000 fe:00 10069235                           /usr/bin/staticlet-logd
+00642000-00678000 rw-p 00000000 00:00 0
+7f3b48807000-7f3b48889000 r--p 00000000 fe:00 42                         /usr/bin/staticlet-logd.old
+7f3b48989000-7f3b489e9000 r-xp 00001000 fe:00 43                         /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffc8a9fb000-7ffc8aa1c000 rw-p 00000000 00:00 0                          [stack]
+`
+	want := []imageSegment{
+		{start: 0x400000, end: 0x4fe000, offset: 0, exec: true},
+		{start: 0x4fe000, end: 0x631000, offset: 0xfe000, exec: false},
+	}
+	got := imageSegments(maps, exe)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("imageSegments = %+v, want %+v", got, want)
+	}
+	if got := imageSegments(maps, "/usr/bin/other"); len(got) != 0 {
+		t.Errorf("imageSegments of a file not mapped = %+v, want none", got)
+	}
+}
+
+// TestDropImagePages: a process that dropped its program's pages runs on,
+// its code and constants faulted back in as it goes.
+func TestDropImagePages(t *testing.T) {
+	dropImagePages()
+	if got := fmt.Sprintf("%s %d", strings.ToUpper("after"), len(streams)); got != "AFTER 2" {
+		t.Errorf("after dropping the pages: %q", got)
+	}
+}
+
+// TestTextLogger: the daemon's own log lines are in log/slog's text
+// format, values quoted as slog quotes them, a value without its key
+// under !BADKEY, and one line per record.
+func TestTextLogger(t *testing.T) {
+	var b bytes.Buffer
+	at := time.Date(2026, 11, 24, 15, 38, 2, 5e6, time.UTC)
+	l := textLogger{w: &b, now: func() time.Time { return at }}
+	l.Warn("reading a container's output", "path", "/var/log/pods/a b/0.log", "err", errors.New("EIO"), "bytes", 12)
+	l.Info("plain", "within", 10*time.Second, "empty", "", "eq", "a=b")
+	l.Error("odd", "lonely")
+	want := `time=2026-11-24T15:38:02.005Z level=WARN msg="reading a container's output" path="/var/log/pods/a b/0.log" err=EIO bytes=12
+time=2026-11-24T15:38:02.005Z level=INFO msg=plain within=10s empty="" eq="a=b"
+time=2026-11-24T15:38:02.005Z level=ERROR msg=odd !BADKEY=lonely
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestDaemonProgramImports: the daemon's program links neither log/slog
+// nor encoding/json, whose code the long-lived daemon would map for
+// nothing; package logd reports through its Logger.
+func TestDaemonProgramImports(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out, err := exec.Command(goTool, "list", "-deps", "github.com/staticlet/staticlet/cmd/staticlet-logd").CombinedOutput()
+	if err != nil {
+		t.Skipf("go list: %v: %s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "log/slog" || pkg == "encoding/json" {
+			t.Errorf("staticlet-logd depends on %s", pkg)
+		}
+	}
+}
