@@ -53,7 +53,8 @@ type Metrics struct {
 	pullDuration  prometheus.Histogram
 	http          httpMetrics
 
-	// mu guards the maps below.
+	// mu guards the maps below; the probe series of a pod are deleted
+	// under it too, so that none is deleted while held in probeMeters.
 	mu sync.Mutex
 	// started is the UID of each pod whose start was observed, so that a
 	// pod's start counts once, and a replaced pod's again.
@@ -61,6 +62,24 @@ type Metrics struct {
 	// uids is the UID of each pod as last updated, so that the probe
 	// series of a replaced pod go.
 	uids map[pod.Key]types.UID
+	// probeMeters holds each probe's series, found once: looking them up
+	// by their labels was the dearest part of counting a run, with every
+	// container probed every second or so.
+	probeMeters map[probeID]*probeMeters
+}
+
+// probeID is one probe of one container of one pod.
+type probeID struct {
+	pod       pod.Key
+	uid       string
+	container string
+	typ       pod.ProbeType
+}
+
+// probeMeters are the series one probe's runs go to.
+type probeMeters struct {
+	successful, failed prometheus.Counter
+	took               prometheus.Observer
 }
 
 // New returns Metrics for cfg, its collectors registered.
@@ -74,6 +93,8 @@ func New(cfg Config) *Metrics {
 		http:    newHTTPMetrics(),
 		started: map[pod.Key]types.UID{},
 		uids:    map[pod.Key]types.UID{},
+
+		probeMeters: map[probeID]*probeMeters{},
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prober_probe_total",
 			Help: "Cumulative number of a liveness, readiness or startup probe for a container by result.",
@@ -133,12 +154,44 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // ProbeRan counts one run of a probe, as the kubelet's prober does:
 // prober_probe_total by result, and the duration of a successful run.
 func (m *Metrics) ProbeRan(r pod.ProbeRun) {
-	result := "failed"
-	if r.OK {
-		result = "successful"
-		m.probeDuration.WithLabelValues(string(r.Type), r.Container, r.Pod.Name, r.Pod.Namespace).Observe(r.Took.Seconds())
+	id := probeID{pod: r.Pod, uid: r.UID, container: r.Container, typ: r.Type}
+	typ := string(r.Type)
+	m.mu.Lock()
+	pm := m.probeMeters[id]
+	if pm == nil {
+		pm = &probeMeters{}
+		m.probeMeters[id] = pm
 	}
-	m.probes.WithLabelValues(string(r.Type), result, r.Container, r.Pod.Name, r.Pod.Namespace, r.UID).Inc()
+	// A series is made at its first run, as the kubelet's: no failed
+	// series at 0 for a probe that never failed.
+	if !r.OK {
+		if pm.failed == nil {
+			pm.failed = m.probes.WithLabelValues(typ, "failed", r.Container, r.Pod.Name, r.Pod.Namespace, r.UID)
+		}
+		c := pm.failed
+		m.mu.Unlock()
+		c.Inc()
+		return
+	}
+	if pm.successful == nil {
+		pm.successful = m.probes.WithLabelValues(typ, "successful", r.Container, r.Pod.Name, r.Pod.Namespace, r.UID)
+		pm.took = m.probeDuration.WithLabelValues(typ, r.Container, r.Pod.Name, r.Pod.Namespace)
+	}
+	c, took := pm.successful, pm.took
+	m.mu.Unlock()
+	took.Observe(r.Took.Seconds())
+	c.Inc()
+}
+
+// forgetProbes drops the probe series of pod key held in probeMeters, all
+// of them, or those of uid only when it is set; the caller deletes them
+// from their vectors. m.mu must be held.
+func (m *Metrics) forgetProbes(key pod.Key, uid types.UID) {
+	for id := range m.probeMeters {
+		if id.pod == key && (uid == "" || id.uid == string(uid)) {
+			delete(m.probeMeters, id)
+		}
+	}
 }
 
 // PodUpdated observes the start of p the first time p, by its UID, is
@@ -155,10 +208,11 @@ func (m *Metrics) PodUpdated(p *v1.Pod) {
 	if start {
 		m.started[key] = p.UID
 	}
-	m.mu.Unlock()
 	if had && old != p.UID {
+		m.forgetProbes(key, old)
 		m.probes.DeletePartialMatch(prometheus.Labels{"namespace": key.Namespace, "pod": key.Name, "pod_uid": string(old)})
 	}
+	m.mu.Unlock()
 	if !start {
 		return
 	}
@@ -175,9 +229,10 @@ func (m *Metrics) PodUpdated(p *v1.Pod) {
 // and whether its start was observed.
 func (m *Metrics) ForgetPod(key pod.Key) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	delete(m.started, key)
 	delete(m.uids, key)
-	m.mu.Unlock()
+	m.forgetProbes(key, "")
 	labels := prometheus.Labels{"namespace": key.Namespace, "pod": key.Name}
 	m.probes.DeletePartialMatch(labels)
 	m.probeDuration.DeletePartialMatch(labels)
