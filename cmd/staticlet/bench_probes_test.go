@@ -164,18 +164,10 @@ func (be *benchEnv) probePodsCPU(b *testing.B, period int, window time.Duration,
 		return n == probeBenchPods, fmt.Sprintf("%d of %d running", n, probeBenchPods)
 	})
 	time.Sleep(3 * time.Second) // past the first probes and the start-up garbage
-	pid := be.cmd.Process.Pid
-	cpu0, err := procCPU(pid)
+	cpu, elapsed, err := cpuOver(be.cmd.Process.Pid, window)
 	if err != nil {
 		b.Fatal(err)
 	}
-	w0 := time.Now()
-	time.Sleep(window)
-	cpu1, err := procCPU(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(w0)
 	if after != nil {
 		after(ports)
 	}
@@ -194,7 +186,23 @@ func (be *benchEnv) probePodsCPU(b *testing.B, period int, window time.Duration,
 		be.remove(b, fmt.Sprintf("probed%02d.yaml", i))
 	}
 	be.waitNoPods(b)
-	return cpu1 - cpu0, elapsed
+	return cpu, elapsed
+}
+
+// cpuOver returns the CPU process pid used over the next window, and the
+// window's actual length.
+func cpuOver(pid int, window time.Duration) (cpu, elapsed time.Duration, err error) {
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	w0 := time.Now()
+	time.Sleep(window)
+	cpu1, err := procCPU(pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	return cpu1 - cpu0, time.Since(w0), nil
 }
 
 // benchLiveness measures the time from a liveness probe failing for good

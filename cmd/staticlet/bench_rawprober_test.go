@@ -62,18 +62,10 @@ func rawProberCPU(b *testing.B, ports []int, window time.Duration) (time.Duratio
 	for out.Scan() && !strings.Contains(out.Text(), "ready") {
 		lines = append(lines, out.Text())
 	}
-	pid := cmd.Process.Pid
-	cpu0, err := procCPU(pid)
+	cpu, elapsed, err := cpuOver(cmd.Process.Pid, window)
 	if err != nil {
 		b.Fatalf("raw prober: %v; output:\n%s", err, strings.Join(lines, "\n"))
 	}
-	w0 := time.Now()
-	time.Sleep(window)
-	cpu1, err := procCPU(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	elapsed := time.Since(w0)
 	stdin.Close() // its end
 	for out.Scan() {
 		lines = append(lines, out.Text())
@@ -81,7 +73,7 @@ func rawProberCPU(b *testing.B, ports []int, window time.Duration) (time.Duratio
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("raw prober: %v; output:\n%s", err, strings.Join(lines, "\n"))
 	}
-	return cpu1 - cpu0, elapsed
+	return cpu, elapsed
 }
 
 // rawProbeRequest is the request staticlet sends for a probe of
