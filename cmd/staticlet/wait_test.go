@@ -62,15 +62,20 @@ func (w *waitWorld) serve() {
 // setPod records a static pod of node "node" named name-node, in phase
 // with condition Ready as given.
 func (w *waitWorld) setPod(ns, name string, phase v1.PodPhase, ready bool) {
+	w.store.SetPod(testPod(ns, name, phase, ready))
+}
+
+// testPod is the pod setPod sets.
+func testPod(ns, name string, phase v1.PodPhase, ready bool) *v1.Pod {
 	st := v1.ConditionFalse
 	if ready {
 		st = v1.ConditionTrue
 	}
-	w.store.SetPod(&v1.Pod{
+	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.FullName(name, "node")},
 		Spec:       v1.PodSpec{NodeName: "node", Containers: []v1.Container{{Name: "c"}}},
 		Status:     v1.PodStatus{Phase: phase, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: st}}},
-	})
+	}
 }
 
 // waitResult is what a `staticlet wait` run printed and returned.

@@ -24,8 +24,9 @@ func (w *waitWorld) runCLI(ctx context.Context, out *syncBuffer, args ...string)
 
 // labelPod records pod name-node in namespace ns with the label app=app.
 func (w *waitWorld) labelPod(ns, name, app string, phase v1.PodPhase) {
-	w.setPod(ns, name, phase, false)
-	p, _ := w.store.Pod(ns + "/" + name)
+	// One change: a watcher must never see the pod without its label
+	// (for a selecting watch, deleted, then added again).
+	p := testPod(ns, name, phase, false)
 	p.Labels = map[string]string{"app": app}
 	w.store.SetPod(p)
 }
