@@ -12,6 +12,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
 )
 
 // probeBenchPods is how many pods the probe CPU figure probes.
@@ -178,7 +180,7 @@ func (be *benchEnv) probePodsCPU(b *testing.B, period int, window time.Duration,
 	for _, p := range list.Items {
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.RestartCount != 0 {
-				b.Errorf("%s restarted during the probe window: %s", p.Name, describe(&p))
+				b.Errorf("%s restarted during the probe window: %s; its warnings: %s", p.Name, describe(&p), be.warnings(ctx, p.Namespace+"/"+p.Name))
 			}
 		}
 	}
@@ -187,6 +189,22 @@ func (be *benchEnv) probePodsCPU(b *testing.B, period int, window time.Duration,
 	}
 	be.waitNoPods(b)
 	return cpu, elapsed
+}
+
+// warnings returns the Warning events of pod podName (a failed probe's
+// Unhealthy says why it failed), one a line.
+func (be *benchEnv) warnings(ctx context.Context, podName string) string {
+	events, err := be.status.Events(ctx, podName)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range events {
+		if e.Type == pod.EventWarning {
+			out = append(out, e.Time.Format(time.StampMilli)+" "+e.Reason+": "+e.Message)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // cpuOver returns the CPU process pid used over the next window, and the
