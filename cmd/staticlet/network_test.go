@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -87,12 +88,8 @@ func (n *testNet) veths(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("bridge %s: %v", n.bridge, err)
 	}
-	links, err := netlink.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, l := range links {
+	for _, l := range hostLinks(t) {
 		if l.Attrs().MasterIndex == br.Attrs().Index {
 			out = append(out, l.Attrs().Name)
 		}
@@ -101,16 +98,32 @@ func (n *testNet) veths(t *testing.T) []string {
 	return out
 }
 
+// hostLinks lists the host's links. The host's links change while tests
+// run (a pod's veth is deleted as another is listed), and the kernel then
+// marks the dump interrupted: its result may be incomplete, so it is taken
+// again until one dump completes unchanged.
+func hostLinks(t *testing.T) []netlink.Link {
+	t.Helper()
+	for range 100 {
+		links, err := netlink.LinkList()
+		if errors.Is(err, netlink.ErrDumpInterrupted) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return links
+	}
+	t.Fatal("listing the host's links: every dump was interrupted by a change")
+	return nil
+}
+
 // strayVeths lists staticlet-named veths on the host that are not on the
 // bridge (a veth created before it was attached would be one).
 func strayVeths(t *testing.T, keep []string) []string {
 	t.Helper()
-	links, err := netlink.LinkList()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, l := range links {
+	for _, l := range hostLinks(t) {
 		if l.Type() == "veth" && strings.HasPrefix(l.Attrs().Name, "stl") && l.Attrs().MasterIndex == 0 && !slices.Contains(keep, l.Attrs().Name) {
 			out = append(out, l.Attrs().Name)
 		}
