@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox/netns"
@@ -17,10 +20,16 @@ import (
 
 // RemoveContainer deletes container id with its task and snapshot, killing
 // the task if it still runs. Removing what is already gone succeeds.
+//
+// It talks to containerd's services directly: the client's Load, Task,
+// Delete and their options read the container's record three times and its
+// task's state three, and wait on and kill a task that has stopped (as it
+// has after StopContainer), ten calls for what takes five. A pod is
+// removed one after another in its order (issue 13), so each call counts.
 func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	c, err := r.client.LoadContainer(ctx, id)
+	info, err := r.client.ContainerService().Get(ctx, id)
 	if errdefs.IsNotFound(err) {
 		r.messages.forget(id)
 		return r.removeSandboxHostState(id)
@@ -28,18 +37,20 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("loading container %s: %w", id, err)
 	}
-	// Loading fetched the labels: where the container's termination
-	// message is kept.
-	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
-	if err != nil {
-		return fmt.Errorf("loading container %s: %w", id, err)
-	}
-	if err := deleteTask(ctx, c, client.WithProcessKill); err != nil {
+	if err := r.removeTask(ctx, id); err != nil {
 		return err
 	}
-	if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+	// As the client's WithSnapshotCleanup: the snapshot, then the record.
+	if info.SnapshotKey != "" {
+		err := r.client.SnapshotService(info.Snapshotter).Remove(ctx, info.SnapshotKey)
+		if err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("deleting container %s: removing its snapshot: %w", id, err)
+		}
+	}
+	if err := r.client.ContainerService().Delete(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", id, err)
 	}
+	// The record told where the container's termination message is kept.
 	if err := r.forgetTermination(id, info.Labels); err != nil {
 		return err
 	}
@@ -47,6 +58,43 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 		return nil
 	}
 	return r.removeSandboxHostState(id)
+}
+
+// removeTask deletes container id's task if it has one: at once when it
+// has stopped, else once it is killed.
+func (r *Runtime) removeTask(ctx context.Context, id string) error {
+	ts := r.client.TaskService()
+	resp, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
+	err = errgrpc.ToNative(err) // the raw service answers in gRPC codes
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading the task of container %s: %w", id, err)
+	}
+	if resp.Process.Status != task.Status_STOPPED {
+		// Still running, or never started: the client's kill, wait and
+		// delete. Deleting a task that runs would fail, and containerd
+		// would stop watching it for OOM kills first.
+		c, err := r.client.LoadContainer(ctx, id)
+		if errdefs.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("loading container %s: %w", id, err)
+		}
+		return deleteTask(ctx, c, client.WithProcessKill)
+	}
+	_, err = ts.Delete(ctx, &tasks.DeleteTaskRequest{ContainerID: id})
+	if err = errgrpc.ToNative(err); err != nil && !errdefs.IsNotFound(err) {
+		// The exit handler may be deleting it too (see deleteTask).
+		_, again := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
+		if errdefs.IsNotFound(errgrpc.ToNative(again)) {
+			return nil
+		}
+		return fmt.Errorf("deleting the task of container %s: %w", id, err)
+	}
+	return nil
 }
 
 // removeSandboxHostState removes what a sandbox holds on the host besides
@@ -128,6 +176,11 @@ func deleteTask(ctx context.Context, c client.Container, opts ...client.ProcessD
 	if err != nil {
 		return fmt.Errorf("loading the task of container %s: %w", c.ID(), err)
 	}
+	return deleteLoadedTask(ctx, c, t, opts...)
+}
+
+// deleteLoadedTask deletes task t of container c, as deleteTask does.
+func deleteLoadedTask(ctx context.Context, c client.Container, t client.Task, opts ...client.ProcessDeleteOpts) error {
 	if _, err := t.Delete(ctx, opts...); err != nil && !errdefs.IsNotFound(err) {
 		if _, again := c.Task(ctx, nil); errdefs.IsNotFound(again) {
 			return nil

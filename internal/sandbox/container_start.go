@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/mount"
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -109,10 +110,11 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	cctx, cancel := r.call(lctx)
 	defer cancel()
 	clock.mark("spec")
+	var rootfs []mount.Mount
 	ctr, err := r.client.NewContainer(cctx, id,
 		client.WithImage(img.image),
 		client.WithSnapshotter(r.cfg.Snapshotter),
-		client.WithNewSnapshot(id, img.image),
+		r.withNewSnapshot(id, img.image, &rootfs),
 		client.WithRuntime(runcRuntime, r.runtimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels))
@@ -127,7 +129,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	}()
 	clock.mark("container")
 	rec := recordFromLabels(id, labels, time.Now())
-	t, err := r.newTask(cctx, ctr, r.containerOutput(rec), shimGone)
+	t, err := r.createTask(cctx, id, rootfs, r.containerOutput(rec))
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("creating the task of container %q of pod %s: %w", c.Name, p, err)}
@@ -140,14 +142,15 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		}
 	}
 	startAt := time.Now()
-	if err := t.Start(cctx); err != nil {
+	pid, err := t.start(cctx)
+	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "RunContainerError",
 			Err: fmt.Errorf("starting container %q of pod %s: %w", c.Name, p, err)}
 	}
 	clock.mark("start")
 	r.cfg.Logger.Debug("started a container", clock.attrs("pod", p.String(), "container", c.Name, "id", id)...)
 	rec.State = pod.TaskRunning
-	rec.Pid = t.Pid()
+	rec.Pid = pid
 	rec.StartedAt = r.started(cctx, ctr, startAt)
 	return rec, nil
 }

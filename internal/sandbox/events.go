@@ -232,7 +232,8 @@ func (r *Runtime) markOOM(ctx context.Context, c client.Container) error {
 func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.TaskExit, pid uint32) error {
 	ctx, cancel := r.call(context.WithoutCancel(ctx))
 	defer cancel()
-	if t, err := c.Task(ctx, nil); err == nil && pid != 0 && t.Pid() != pid {
+	t, terr := c.Task(ctx, nil)
+	if terr == nil && pid != 0 && t.Pid() != pid {
 		return nil
 	}
 	if _, err := c.SetLabels(ctx, map[string]string{
@@ -243,5 +244,12 @@ func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.Task
 	} else if err != nil {
 		return fmt.Errorf("recording the exit of container %s: %w", e.ContainerID, err)
 	}
-	return deleteTask(ctx, c)
+	switch {
+	case terr == nil:
+		return deleteLoadedTask(ctx, c, t)
+	case errdefs.IsNotFound(terr):
+		return nil // deleted already
+	default:
+		return deleteTask(ctx, c)
+	}
 }

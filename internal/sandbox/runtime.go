@@ -167,6 +167,9 @@ type Config struct {
 	ShimSpread int
 	// CallTimeout bounds each containerd call; default 30s.
 	CallTimeout time.Duration
+	// ClientOptions are added to the containerd client's: the tests count
+	// the calls each operation makes through them.
+	ClientOptions []client.Opt
 	// Logger receives what is worth knowing and not an error of a call.
 	Logger *slog.Logger
 }
@@ -256,7 +259,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg.Address, client.WithDefaultNamespace(cfg.Namespace), client.WithTimeout(10*time.Second))
+	copts := append([]client.Opt{client.WithDefaultNamespace(cfg.Namespace), client.WithTimeout(10 * time.Second)}, cfg.ClientOptions...)
+	c, err := client.New(cfg.Address, copts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", cfg.Address, err)
 	}

@@ -8,8 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/opencontainers/image-spec/identity"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -261,18 +266,105 @@ const newTaskPatience = 3 * time.Second
 // up to newTaskPatience, while the failure is one that retry accepts: the
 // shim it joined shutting down (shimGone), say.
 func (r *Runtime) newTask(ctx context.Context, c client.Container, ioc cio.Creator, retry func(error) bool) (client.Task, error) {
+	var t client.Task
+	err := r.retryTask(ctx, c.ID(), retry, func() (err error) {
+		t, err = c.NewTask(ctx, ioc)
+		return err
+	})
+	return t, err
+}
+
+// retryTask calls create, which creates the task of container id, until it
+// succeeds or fails in a way retry does not accept, for up to
+// newTaskPatience.
+func (r *Runtime) retryTask(ctx context.Context, id string, retry func(error) bool, create func() error) error {
 	deadline := time.Now().Add(newTaskPatience)
 	for attempt := 1; ; attempt++ {
-		t, err := c.NewTask(ctx, ioc)
+		err := create()
 		if err == nil || !retry(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			return t, err
+			return err
 		}
-		r.cfg.Logger.Debug("creating a task; trying again", "container", c.ID(), "err", err)
+		r.cfg.Logger.Debug("creating a task; trying again", "container", id, "err", err)
 		select {
 		case <-time.After(min(time.Duration(attempt)*25*time.Millisecond, 250*time.Millisecond)):
 		case <-ctx.Done():
 		}
 	}
+}
+
+// withNewSnapshot is the client's WithNewSnapshot for an image staticlet
+// runs, keeping the mounts the snapshotter's Prepare answers in rootfs,
+// for createTask. The client would ask containerd which snapshotter
+// features it has (for ID-mapped user namespaces, which no static pod
+// uses) and, creating the task, for the mounts again.
+func (r *Runtime) withNewSnapshot(key string, img client.Image, rootfs *[]mount.Mount) client.NewContainerOpts {
+	return func(ctx context.Context, _ *client.Client, c *containers.Container) error {
+		diffIDs, err := img.RootFS(ctx) // the image's, read once
+		if err != nil {
+			return fmt.Errorf("reading the layers of image %s: %w", img.Name(), err)
+		}
+		mounts, err := r.client.SnapshotService(c.Snapshotter).Prepare(ctx, key, identity.ChainID(diffIDs).String())
+		if err != nil {
+			return err
+		}
+		*rootfs = mounts
+		c.SnapshotKey = key
+		c.Image = img.Name()
+		return nil
+	}
+}
+
+// createdTask is a task createTask made, to be started.
+type createdTask struct {
+	tasks tasks.TasksClient
+	id    string
+	io    cio.IO
+}
+
+// createTask creates the task of container id, just created with rootfs
+// (withNewSnapshot), with output ioc, through containerd's task service:
+// the client's NewTask would read the container's record three times
+// and ask the snapshotter for rootfs, which is at hand. A failure for the
+// shim it joined going away is tried again (shimGone).
+func (r *Runtime) createTask(ctx context.Context, id string, rootfs []mount.Mount, ioc cio.Creator) (*createdTask, error) {
+	t := &createdTask{tasks: r.client.TaskService(), id: id}
+	err := r.retryTask(ctx, id, shimGone, func() error {
+		i, err := ioc(id)
+		if err != nil {
+			return err
+		}
+		cfg := i.Config()
+		_, err = t.tasks.Create(ctx, &tasks.CreateTaskRequest{
+			ContainerID: id,
+			Rootfs:      mount.ToProto(rootfs),
+			Stdin:       cfg.Stdin,
+			Stdout:      cfg.Stdout,
+			Stderr:      cfg.Stderr,
+			Terminal:    cfg.Terminal,
+		})
+		if err != nil {
+			i.Cancel()
+			i.Close()
+			return errgrpc.ToNative(err)
+		}
+		t.io = i
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// start starts the task and returns its process's pid.
+func (t *createdTask) start(ctx context.Context) (uint32, error) {
+	resp, err := t.tasks.Start(ctx, &tasks.StartRequest{ContainerID: t.id})
+	if err != nil {
+		t.io.Cancel()
+		t.io.Close()
+		return 0, errgrpc.ToNative(err)
+	}
+	return resp.Pid, nil
 }
 
 // shimGone tells whether err, from creating a task, says that the shim the
