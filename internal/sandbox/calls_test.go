@@ -82,7 +82,6 @@ spec:
 	h.removeAtEnd(rec.ID)
 	check(t, "StartContainer", calls.take(), map[string]int{
 		"Images/Get":        1, // the image as it is now
-		"Containers/Get":    1, // the sandbox's shim group
 		"Leases/Create":     1,
 		"Snapshots/Prepare": 1, // whose mounts the task is created with
 		"Containers/Create": 1,
@@ -117,6 +116,27 @@ spec:
 		t.Fatalf("RemoveContainer again: %v", err)
 	}
 	check(t, "RemoveContainer of a removed container", calls.take(), map[string]int{"Containers/Get": 1})
+
+	// A Runtime that did not make the sandbox (a restarted staticlet's)
+	// reads its shim group once.
+	var restarted callCounter
+	rt, err := New(h.ctx(), Config{Address: h.env.Address, Namespace: testNS, RootDir: h.root, PodLogsDir: h.logs,
+		Snapshotter: h.env.Snapshotter, ShimSpread: 1, ClientOptions: []client.Opt{restarted.option()}})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	defer rt.Close()
+	for attempt, want := range []int{1, 0} {
+		restarted.take()
+		rec, err := rt.StartContainer(h.ctx(), h.request(p, sb, "second", attempt+1))
+		if err != nil {
+			t.Fatalf("StartContainer, restarted: %v", err)
+		}
+		h.removeAtEnd(rec.ID)
+		if got := restarted.take()["Containers/Get"]; got != want {
+			t.Errorf("StartContainer %d of a restarted Runtime read %d containers, want %d", attempt+1, got, want)
+		}
+	}
 
 	// A sandbox without a pause process is a record and no task.
 	if !sb.NoPause {

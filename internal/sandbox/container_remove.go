@@ -32,6 +32,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	info, err := r.client.ContainerService().Get(ctx, id)
 	if errdefs.IsNotFound(err) {
 		r.messages.forget(id)
+		r.sandboxGroups.forget(id)
 		return r.removeSandboxHostState(id)
 	}
 	if err != nil {
@@ -57,6 +58,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if info.Labels[LabelKind] != string(pod.KindSandbox) {
 		return nil
 	}
+	r.sandboxGroups.forget(id)
 	return r.removeSandboxHostState(id)
 }
 

@@ -107,6 +107,7 @@ func (r *Runtime) AllContainers(ctx context.Context) ([]pod.Record, error) {
 			ids[rec.ID] = true
 		}
 		r.messages.retain(ids)
+		r.sandboxGroups.retain(ids)
 	}
 	return recs, err
 }

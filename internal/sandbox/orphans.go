@@ -275,6 +275,7 @@ func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool)
 		ids[c.ID] = true
 	}
 	r.messages.retain(ids)
+	r.sandboxGroups.retain(ids)
 	var removed []string
 	var errs []error
 	for _, e := range ents {

@@ -197,6 +197,9 @@ type Runtime struct {
 	ooms oomLedger
 	// messages caches exited containers' termination messages.
 	messages idCache[string]
+	// sandboxGroups caches the shim group of each sandbox, which each of its
+	// pod's containers joins.
+	sandboxGroups idCache[string]
 	// listings shares the container listings of pods listed at once.
 	listings listBatcher
 	// groups counts the sandboxes being made per shim group.

@@ -125,6 +125,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	if _, err := r.client.ContainerService().Create(cctx, ctr); err != nil {
 		return pod.Record{}, fmt.Errorf("creating the sandbox of pod %s: %w", p, err)
 	}
+	r.sandboxGroups.put(id, group)
 	clock.mark("container")
 	r.cfg.Logger.Debug("created a sandbox", clock.attrs("pod", p.String(), "id", id)...)
 	return recordFromLabels(id, labels, time.Now()), nil

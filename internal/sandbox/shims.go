@@ -237,8 +237,21 @@ func pickGroup(base string, count map[string]int, limit, spread int) string {
 
 // sandboxShimGroup is the shim group of the sandbox id, which its pod's
 // containers join: the annotation of its spec, else (a sandbox made before
-// staticlet grouped shims) its ID, the key of a shim of its own.
+// staticlet grouped shims) its ID, the key of a shim of its own. It is
+// read once, if this staticlet did not make the sandbox.
 func (r *Runtime) sandboxShimGroup(ctx context.Context, id string) (string, error) {
+	if g, ok := r.sandboxGroups.get(id); ok {
+		return g, nil
+	}
+	g, err := r.readShimGroup(ctx, id)
+	if err == nil {
+		r.sandboxGroups.put(id, g)
+	}
+	return g, err
+}
+
+// readShimGroup reads the shim group of sandbox id from its spec.
+func (r *Runtime) readShimGroup(ctx context.Context, id string) (string, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
 	c, err := r.client.ContainerService().Get(ctx, id)
