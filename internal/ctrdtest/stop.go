@@ -93,9 +93,27 @@ func (e *Env) deleteAll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("listing containers in namespace %s: %w", ns, err))
 			continue
 		}
+		// The pods' cgroups go once every container is gone, each
+		// pod's only if all of its went: stopping a pod slice of the
+		// systemd driver stops what still runs in it, with SIGTERM,
+		// which a container's init without a handler ignores, and
+		// systemctl waits out the scope's stop timeout (90 s by
+		// default), past Stop's deadline, before systemd kills it.
+		var cgroups, kept []string
 		for _, c := range cs {
-			if err := deleteContainer(nsCtx, c); err != nil {
+			podCgroup, err := deleteContainer(nsCtx, c)
+			if err != nil {
 				errs = append(errs, fmt.Errorf("deleting container %s/%s: %w", ns, c.ID(), err))
+				kept = append(kept, podCgroup)
+				continue
+			}
+			if !slices.Contains(cgroups, podCgroup) {
+				cgroups = append(cgroups, podCgroup)
+			}
+		}
+		for _, cg := range cgroups {
+			if cg != "" && !slices.Contains(kept, cg) {
+				removePodCgroup(ctx, cg)
 			}
 		}
 	}
@@ -103,58 +121,68 @@ func (e *Env) deleteAll(ctx context.Context) error {
 }
 
 // deleteContainer deletes c's task, killing its processes first, then c and
-// its snapshot.
-func deleteContainer(ctx context.Context, c client.Container) (err error) {
+// its snapshot. It returns the pod cgroup c's cgroup is in, if it knows it.
+func deleteContainer(ctx context.Context, c client.Container) (podCgroup string, err error) {
 	taskCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	if s, serr := c.Spec(taskCtx); serr == nil && s.Linux != nil {
-		defer func() {
-			if err == nil {
-				removePodCgroup(s.Linux.CgroupsPath)
-			}
-		}()
+		podCgroup = podCgroupOf(s.Linux.CgroupsPath)
 	}
 	task, err := c.Task(taskCtx, nil)
 	switch {
 	case errdefs.IsNotFound(err):
 	case err != nil:
-		return fmt.Errorf("loading task: %w", err)
+		return podCgroup, fmt.Errorf("loading task: %w", err)
 	default:
 		// Kill every process of the container, not only its init, so that
 		// none outlives the task in a shared PID namespace.
 		if err := task.Kill(taskCtx, syscall.SIGKILL, client.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("killing task: %w", err)
+			return podCgroup, fmt.Errorf("killing task: %w", err)
 		}
 		if _, err := task.Delete(taskCtx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("deleting task: %w", err)
+			return podCgroup, fmt.Errorf("deleting task: %w", err)
 		}
 	}
 	delCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	if err := c.Delete(delCtx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
-		return err
+		return podCgroup, err
 	}
-	return nil
+	return podCgroup, nil
 }
 
-// removePodCgroup removes, once empty, the pod cgroup (a parent named
-// pod<uid>) a container's cgroup was in, from every hierarchy: runc
-// removes only the container's own, and a test that leaves its pods
-// running when it ends would leave the staticlet pod cgroups behind. A pod
-// cgroup still in use stays (rmdir fails on it). A pod slice of the
-// systemd driver is stopped.
-func removePodCgroup(cgroupsPath string) {
-	if slice, _, ok := strings.Cut(cgroupsPath, ":"); ok && strings.Contains(slice, "-pod") {
-		// The systemd driver's: the slice is a unit systemd removes.
-		_ = exec.Command("systemctl", "stop", slice).Run()
-		return
+// podCgroupOf is the pod cgroup a container's cgroupsPath is in: with the
+// systemd driver's "slice:prefix:name", a pod slice; else a parent named
+// pod<uid>. Empty if it is in none.
+func podCgroupOf(cgroupsPath string) string {
+	if slice, _, ok := strings.Cut(cgroupsPath, ":"); ok {
+		if strings.Contains(slice, "-pod") {
+			return slice
+		}
+		return ""
 	}
 	parent := filepath.Dir(cgroupsPath)
 	if !strings.HasPrefix(filepath.Base(parent), "pod") {
+		return ""
+	}
+	return parent
+}
+
+// removePodCgroup removes, once empty, a pod cgroup (podCgroupOf's) from
+// every hierarchy: runc removes only a container's own, and a test that
+// leaves its pods running when it ends would leave the staticlet pod
+// cgroups behind. A pod cgroup still in use stays (rmdir fails on it). A
+// pod slice of the systemd driver is stopped.
+func removePodCgroup(ctx context.Context, podCgroup string) {
+	if strings.HasSuffix(podCgroup, ".slice") {
+		// The systemd driver's: the slice is a unit systemd removes.
+		stopCtx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		_ = exec.CommandContext(stopCtx, "systemctl", "stop", podCgroup).Run()
 		return
 	}
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", parent))
-	for _, dir := range append(dirs, filepath.Join("/sys/fs/cgroup", parent)) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", podCgroup))
+	for _, dir := range append(dirs, filepath.Join("/sys/fs/cgroup", podCgroup)) {
 		_ = os.Remove(dir)
 	}
 }

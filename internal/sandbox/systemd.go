@@ -92,12 +92,45 @@ func (s *systemdSlices) connection(ctx context.Context) (*sddbus.Conn, error) {
 		s.conn.Close()
 		s.conn = nil
 	}
-	conn, err := sddbus.NewWithContext(ctx)
+	conn, err := dialSystemd(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to systemd: %w", err)
 	}
 	s.conn = conn
 	return conn, nil
+}
+
+// dialSystemd connects to systemd's D-Bus API for as long as the
+// connection is kept, however short ctx is: ctx bounds only the wait.
+// go-systemd hands the context it connects with to godbus as the
+// connection's own, and godbus closes the connection when that context
+// ends. Connected on a call's context, the shared connection died when
+// that call returned, under the calls of other pods then on it: their
+// method calls failed ("use of closed network connection") and the jobs
+// they waited for never reported, holding a pod's sandbox until its call
+// timed out.
+func dialSystemd(ctx context.Context) (*sddbus.Conn, error) {
+	type dialed struct {
+		conn *sddbus.Conn
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		conn, err := sddbus.NewWithContext(context.WithoutCancel(ctx))
+		done <- dialed{conn, err}
+	}()
+	select {
+	case d := <-done:
+		return d.conn, d.err
+	case <-ctx.Done():
+		// Nobody takes a connection made after all: it is closed.
+		go func() {
+			if d := <-done; d.conn != nil {
+				d.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // close ends the connection, if there is one.

@@ -1,11 +1,15 @@
 package sandbox
 
 import (
+	"context"
 	"math"
 	"reflect"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/staticlet/staticlet/internal/logindtest"
 )
 
 func TestSliceProperties(t *testing.T) {
@@ -96,5 +100,53 @@ func TestSystemdCgroupNames(t *testing.T) {
 	}
 	if fs.runtimeOptions() != nil {
 		t.Errorf("cgroupfs runtimeOptions() = %v, want none", fs.runtimeOptions())
+	}
+}
+
+// TestSystemdConnectionOutlivesItsCall checks that the D-Bus connection
+// the slices share stays up when the call that made it ends: go-systemd
+// gives godbus the context it connects with as the connection's, and
+// godbus closes the connection when that context ends, under the other
+// pods' calls then on it. A private bus stands in for the system bus.
+func TestSystemdConnectionOutlivesItsCall(t *testing.T) {
+	bus := logindtest.Start(t, logindtest.Config{})
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address)
+	s := &systemdSlices{v2: true}
+	t.Cleanup(s.close)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	conn, err := s.connection(ctx)
+	if err != nil {
+		t.Fatalf("connection: %v", err)
+	}
+	cancel()
+	// godbus closes a connection whose context ended from a goroutine
+	// of its own, a moment later: give it that moment.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) && conn.Connected() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !conn.Connected() {
+		t.Fatal("the connection closed when the call that made it ended")
+	}
+	again, err := s.connection(t.Context())
+	if err != nil {
+		t.Fatalf("connection again: %v", err)
+	}
+	if again != conn {
+		t.Error("connection made a new connection while the first was up")
+	}
+}
+
+// TestDialSystemdContextDone checks that a dial whose context is already
+// done returns its error rather than a connection.
+func TestDialSystemdContextDone(t *testing.T) {
+	bus := logindtest.Start(t, logindtest.Config{})
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.Address)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if conn, err := dialSystemd(ctx); err == nil {
+		conn.Close()
+		t.Fatal("dialSystemd with a done context: no error")
 	}
 }
