@@ -334,12 +334,31 @@ func reapZombies(match func(procfs.Proc) bool) error {
 		if p.PPID != self || p.State != 'Z' || !match(p) {
 			continue
 		}
-		var ws unix.WaitStatus
-		if _, err := unix.Wait4(p.PID, &ws, unix.WNOHANG, nil); err != nil && !errors.Is(err, unix.ECHILD) {
-			errs = append(errs, fmt.Errorf("reaping process %d (%s): %w", p.PID, p.Comm, err))
-		}
+		errs = append(errs, reap(p, 5*time.Second))
 	}
 	return errors.Join(errs...)
+}
+
+// reap waits for zombie child p. The stat line of a multithreaded process
+// (a shim) shows it a zombie as soon as its main thread has exited, while
+// its other threads may still be exiting; until they have, it cannot be
+// waited for, and a wait that does not block finds nothing. So it is
+// waited for until it is reaped, within timeout.
+func reap(p procfs.Proc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(p.PID, &ws, unix.WNOHANG, nil)
+		switch {
+		case pid == p.PID, errors.Is(err, unix.ECHILD):
+			return nil
+		case err != nil && !errors.Is(err, unix.EINTR):
+			return fmt.Errorf("reaping process %d (%s): %w", p.PID, p.Comm, err)
+		case time.Now().After(deadline):
+			return fmt.Errorf("process %d (%s) still not reaped %v after it was a zombie", p.PID, p.Comm, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // isShimFor reports whether args are those of a containerd shim serving the
