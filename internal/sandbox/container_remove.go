@@ -65,16 +65,14 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 // removeTask deletes container id's task if it has one: at once when it
 // has stopped, else once it is killed.
 func (r *Runtime) removeTask(ctx context.Context, id string) error {
-	ts := r.client.TaskService()
-	resp, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
-	err = errgrpc.ToNative(err) // the raw service answers in gRPC codes
+	proc, err := r.getTask(ctx, id)
 	if errdefs.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("loading the task of container %s: %w", id, err)
 	}
-	if resp.Process.Status != task.Status_STOPPED {
+	if proc.Status != task.Status_STOPPED {
 		// Still running, or never started: the client's kill, wait and
 		// delete. Deleting a task that runs would fail, and containerd
 		// would stop watching it for OOM kills first.
@@ -85,13 +83,13 @@ func (r *Runtime) removeTask(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("loading container %s: %w", id, err)
 		}
-		return deleteTask(ctx, c, client.WithProcessKill)
+		return r.deleteTask(ctx, c, client.WithProcessKill)
 	}
-	_, err = ts.Delete(ctx, &tasks.DeleteTaskRequest{ContainerID: id})
+	_, err = r.client.TaskService().Delete(ctx, &tasks.DeleteTaskRequest{ContainerID: id})
 	if err = errgrpc.ToNative(err); err != nil && !errdefs.IsNotFound(err) {
-		// The exit handler may be deleting it too (see deleteTask).
-		_, again := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
-		if errdefs.IsNotFound(errgrpc.ToNative(again)) {
+		// The exit handler may be deleting it too (see deleteTask), and
+		// its shim may be going away with it.
+		if _, again := r.getTask(ctx, id); errdefs.IsNotFound(again) {
 			return nil
 		}
 		return fmt.Errorf("deleting the task of container %s: %w", id, err)
@@ -168,23 +166,30 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 }
 
 // deleteTask deletes c's task if it has one. The exit handler and a worker
-// may both delete the same exited task; the loser sees the shim's connection
-// close under it, which is success when the task is gone.
-func deleteTask(ctx context.Context, c client.Container, opts ...client.ProcessDeleteOpts) error {
+// may both delete the same exited task; the loser sees NotFound, or the
+// shim's connection close under it (getTask), which is success when the
+// task is gone.
+func (r *Runtime) deleteTask(ctx context.Context, c client.Container, opts ...client.ProcessDeleteOpts) error {
 	t, err := c.Task(ctx, nil)
+	if err != nil && shimGone(err) {
+		_, err = r.getTask(ctx, c.ID())
+		if err == nil {
+			t, err = c.Task(ctx, nil)
+		}
+	}
 	if errdefs.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("loading the task of container %s: %w", c.ID(), err)
 	}
-	return deleteLoadedTask(ctx, c, t, opts...)
+	return r.deleteLoadedTask(ctx, c, t, opts...)
 }
 
 // deleteLoadedTask deletes task t of container c, as deleteTask does.
-func deleteLoadedTask(ctx context.Context, c client.Container, t client.Task, opts ...client.ProcessDeleteOpts) error {
+func (r *Runtime) deleteLoadedTask(ctx context.Context, c client.Container, t client.Task, opts ...client.ProcessDeleteOpts) error {
 	if _, err := t.Delete(ctx, opts...); err != nil && !errdefs.IsNotFound(err) {
-		if _, again := c.Task(ctx, nil); errdefs.IsNotFound(again) {
+		if _, again := r.getTask(ctx, c.ID()); errdefs.IsNotFound(again) {
 			return nil
 		}
 		return fmt.Errorf("deleting the task of container %s: %w", c.ID(), err)

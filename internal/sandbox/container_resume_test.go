@@ -69,7 +69,7 @@ spec:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := deleteTask(h.nsCtx(), c, client.WithProcessKill); err != nil {
+			if err := h.rt.deleteTask(h.nsCtx(), c, client.WithProcessKill); err != nil {
 				t.Fatal(err)
 			}
 			tt.leave(t, c)

@@ -39,7 +39,7 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 		return fmt.Errorf("loading container %s: %w", id, err)
 	}
 	t, err := c.Task(nctx, nil)
-	if errdefs.IsNotFound(err) {
+	if errdefs.IsNotFound(err) || err != nil && r.stoppedWithShim(nctx, id, err) {
 		return nil
 	}
 	if err != nil {
@@ -47,18 +47,22 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	}
 	// A task that exited already answers the wait at once and the signal
 	// with NotFound; one the exit handler deleted meanwhile (settleExit)
-	// is NotFound to both. Pods stopped in order stop one after another,
-	// so each call here counts.
+	// is NotFound to both, or, when it was its shim's last task, may fail
+	// for the shim going away (stoppedWithShim). Pods stopped in order
+	// stop one after another, so each call here counts.
 	wctx, wcancel := context.WithCancel(r.nsContext(ctx))
 	defer wcancel()
 	exited, err := t.Wait(wctx)
-	if errdefs.IsNotFound(err) {
+	if errdefs.IsNotFound(err) || err != nil && r.stoppedWithShim(nctx, id, err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("waiting on container %s: %w", id, err)
 	}
 	if err := t.Kill(nctx, r.stopSignal(c.ID(), info.Labels)); err != nil && !errdefs.IsNotFound(err) {
+		if r.stoppedWithShim(nctx, id, err) {
+			return nil
+		}
 		return fmt.Errorf("signalling container %s: %w", id, err)
 	}
 	timer := time.NewTimer(grace)
@@ -73,6 +77,9 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	kctx, kcancel := r.call(ctx)
 	defer kcancel()
 	if err := t.Kill(kctx, syscall.SIGKILL, client.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+		if r.stoppedWithShim(kctx, id, err) {
+			return nil
+		}
 		return fmt.Errorf("killing container %s: %w", id, err)
 	}
 	select {

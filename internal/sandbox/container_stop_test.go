@@ -136,7 +136,7 @@ spec:
 			st, err := h.taskStatus(c.ID)
 			return err == nil && st.Status == client.Stopped, fmt.Sprintf("task %+v, %v", st, err)
 		})
-		if err := deleteTask(h.nsCtx(), ctr); err != nil {
+		if err := h.rt.deleteTask(h.nsCtx(), ctr); err != nil {
 			t.Fatalf("deleting the task: %v", err)
 		}
 		if err := h.rt.StopContainer(h.ctx(), c.ID, time.Minute); err != nil {
@@ -272,6 +272,57 @@ spec:
 		st, err := h.taskStatus(sb.ID)
 		if err != nil || st.Status != client.Stopped || st.ExitStatus != 0 {
 			t.Errorf("sandbox %d stopped right after its start = %+v, %v; want exited 0 on SIGTERM", i, st, err)
+		}
+	}
+}
+
+// TestStopContainerShimGone stops and removes containers whose stopped
+// task is being deleted meanwhile, as the exit handler does while a pod
+// is stopped. When the task is its shim's last, the shim exits with it,
+// and until containerd has finished with the task it answers calls on it
+// with the shim's closed connection: the task stopped and is going, so
+// the stop or the removal is done, not an error; so is the exit
+// handler's deletion, when the removal wins. Each iteration is a chance
+// to call in that window (about one in four hit it before these calls
+// allowed for it).
+func TestStopContainerShimGone(t *testing.T) {
+	h := newHarness(t)
+	p := h.decode("/m/racing.yaml", `apiVersion: v1
+kind: Pod
+metadata:
+  name: racing
+spec:
+  containers:
+  - name: c
+    image: localhost/busybox:test
+    command: [/bin/sh, -c, "exit 0"]
+`)
+	sb := h.sandbox(p)
+	for i := range 20 {
+		c := h.start(p, sb, "c", i)
+		waitFor(t, 10*time.Second, "the container to exit", func() (bool, string) {
+			st, err := h.taskStatus(c.ID)
+			return err == nil && st.Status == client.Stopped, fmt.Sprintf("task %+v, %v", st, err)
+		})
+		ctr, err := h.client.LoadContainer(h.nsCtx(), c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := ctr.Task(h.nsCtx(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted := make(chan error, 1)
+		go func() { deleted <- h.rt.deleteLoadedTask(h.nsCtx(), ctr, task) }() // as the exit handler does
+		if i%2 == 0 {
+			if err := h.rt.StopContainer(h.ctx(), c.ID, time.Minute); err != nil {
+				t.Errorf("StopContainer while its task is deleted = %v, want nil", err)
+			}
+		} else if err := h.rt.RemoveContainer(h.ctx(), c.ID); err != nil {
+			t.Errorf("RemoveContainer while its task is deleted = %v, want nil", err)
+		}
+		if err := <-deleted; err != nil {
+			t.Errorf("deleting the task as the exit handler does: %v", err)
 		}
 	}
 }

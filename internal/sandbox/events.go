@@ -246,10 +246,10 @@ func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.Task
 	}
 	switch {
 	case terr == nil:
-		return deleteLoadedTask(ctx, c, t)
+		return r.deleteLoadedTask(ctx, c, t)
 	case errdefs.IsNotFound(terr):
 		return nil // deleted already
 	default:
-		return deleteTask(ctx, c)
+		return r.deleteTask(ctx, c)
 	}
 }

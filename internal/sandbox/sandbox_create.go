@@ -178,7 +178,7 @@ func (r *Runtime) sandboxDir(id string) string {
 func (r *Runtime) undoContainer(ctx context.Context, c client.Container) {
 	ctx, cancel := r.call(context.WithoutCancel(ctx))
 	defer cancel()
-	if err := deleteTask(ctx, c, client.WithProcessKill); err != nil {
+	if err := r.deleteTask(ctx, c, client.WithProcessKill); err != nil {
 		r.cfg.Logger.Warn("cleaning up a container that failed to start", "container", c.ID(), "err", err)
 	}
 	if err := c.Delete(ctx, client.WithSnapshotCleanup); err != nil {

@@ -123,14 +123,14 @@ func (r *Runtime) clearPauseTask(ctx context.Context, c client.Container) (runni
 			// Made and never started: staticlet stopped between
 			// creating the task and starting it. It goes, and a new
 			// one starts.
-			if err := deleteTask(ctx, c, client.WithProcessKill); err != nil {
+			if err := r.deleteTask(ctx, c, client.WithProcessKill); err != nil {
 				return 0, err
 			}
 			return 0, nil
 		case st.Status != client.Stopped:
 			return t.Pid(), nil
 		default:
-			if err := deleteTask(ctx, c); err != nil {
+			if err := r.deleteTask(ctx, c); err != nil {
 				return 0, err
 			}
 		}

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"github.com/opencontainers/image-spec/identity"
 
@@ -395,4 +397,48 @@ func shimGone(err error) bool {
 		}
 	}
 	return false
+}
+
+// shimGonePatience bounds getTask's wait for containerd to finish with a
+// task whose shim went away.
+const shimGonePatience = 5 * time.Second
+
+// getTask asks containerd for container id's task and returns its process
+// as containerd tells it, or the error it answers: NotFound when there is
+// none. While the answer is only that the task's shim went away
+// (shimGone), it asks again, for up to shimGonePatience. That happens
+// when a shim shared by a pod's tasks exits as its last task is deleted
+// (by the exit handler, say), or dies: containerd lists the task until it
+// has finished with the shim, and answers for it with the shim's error.
+func (r *Runtime) getTask(ctx context.Context, id string) (*task.Process, error) {
+	ts := r.client.TaskService()
+	deadline := time.Now().Add(shimGonePatience)
+	for attempt := 1; ; attempt++ {
+		resp, err := ts.Get(ctx, &tasks.GetRequest{ContainerID: id})
+		if err = errgrpc.ToNative(err); err == nil {
+			return resp.Process, nil
+		}
+		if !shimGone(err) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-time.After(min(time.Duration(attempt)*10*time.Millisecond, 100*time.Millisecond)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// stoppedWithShim tells whether err, from a call on container id's task,
+// says only that its shim went away with a task that has stopped or is
+// gone (getTask): for a caller stopping the task, the work is done.
+func (r *Runtime) stoppedWithShim(ctx context.Context, id string, err error) bool {
+	if !shimGone(err) {
+		return false
+	}
+	p, err := r.getTask(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return true
+	}
+	return err == nil && p.Status == task.Status_STOPPED
 }
