@@ -8,7 +8,6 @@ import (
 	"github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
-	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -72,15 +71,12 @@ func (r *Runtime) listContainers(ctx context.Context) ([]containers.Container, e
 // lookup cannot make a container look never-run, nor a restarted one
 // look exited. A container removed meanwhile is NotFound.
 func (r *Runtime) containerTask(ctx context.Context, c containers.Container) (containers.Container, *task.Process, error) {
-	resp, err := r.client.TaskService().Get(ctx, &tasks.GetRequest{ContainerID: c.ID})
-	err = errgrpc.ToNative(err) // the raw service answers in gRPC codes
-	var t *task.Process
+	t, err := r.getTask(ctx, c.ID) // through a task's shim going away with it
 	switch {
 	case errdefs.IsNotFound(err):
+		t = nil
 	case err != nil:
 		return c, nil, fmt.Errorf("getting the task of container %s: %w", c.ID, err)
-	default:
-		t = resp.Process
 	}
 	exited := recordFromLabels(c.ID, c.Labels, c.CreatedAt).State == pod.TaskExited
 	gone := t == nil && !exited
