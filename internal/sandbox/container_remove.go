@@ -167,16 +167,10 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 
 // deleteTask deletes c's task if it has one. The exit handler and a worker
 // may both delete the same exited task; the loser sees NotFound, or the
-// shim's connection close under it (getTask), which is success when the
-// task is gone.
+// shim's connection close under it (loadTask, getTask), which is success
+// when the task is gone.
 func (r *Runtime) deleteTask(ctx context.Context, c client.Container, opts ...client.ProcessDeleteOpts) error {
-	t, err := c.Task(ctx, nil)
-	if err != nil && shimGone(err) {
-		_, err = r.getTask(ctx, c.ID())
-		if err == nil {
-			t, err = c.Task(ctx, nil)
-		}
-	}
+	t, err := r.loadTask(ctx, c)
 	if errdefs.IsNotFound(err) {
 		return nil
 	}

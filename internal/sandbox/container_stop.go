@@ -38,8 +38,8 @@ func (r *Runtime) StopContainer(ctx context.Context, id string, grace time.Durat
 	if err != nil {
 		return fmt.Errorf("loading container %s: %w", id, err)
 	}
-	t, err := c.Task(nctx, nil)
-	if errdefs.IsNotFound(err) || err != nil && r.stoppedWithShim(nctx, id, err) {
+	t, err := r.loadTask(nctx, c)
+	if errdefs.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {

@@ -107,16 +107,21 @@ func (r *Runtime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, 
 // process. It returns the pid of a pause process that runs already, or 0.
 func (r *Runtime) clearPauseTask(ctx context.Context, c client.Container) (running uint32, err error) {
 	restart := false
-	t, err := c.Task(ctx, nil)
+	t, err := r.loadTask(ctx, c)
 	switch {
 	case errdefs.IsNotFound(err):
 	case err != nil:
 		return 0, fmt.Errorf("loading the task of sandbox %s: %w", c.ID(), err)
 	default:
-		// The exit handler may delete the task meanwhile (settleExit).
+		// The exit handler may delete the task meanwhile (settleExit),
+		// and its shim go away with it.
 		st, err := t.Status(ctx)
 		switch {
 		case errdefs.IsNotFound(err):
+		case err != nil && shimGone(err):
+			if err := r.deleteTask(ctx, c); err != nil {
+				return 0, err
+			}
 		case err != nil:
 			return 0, fmt.Errorf("reading the state of sandbox %s: %w", c.ID(), err)
 		case st.Status == client.Created:

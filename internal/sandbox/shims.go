@@ -429,6 +429,19 @@ func (r *Runtime) getTask(ctx context.Context, id string) (*task.Process, error)
 	}
 }
 
+// loadTask loads container c's task, through its shim going away with it
+// (getTask): NotFound once it is gone.
+func (r *Runtime) loadTask(ctx context.Context, c client.Container) (client.Task, error) {
+	t, err := c.Task(ctx, nil)
+	if err == nil || !shimGone(err) {
+		return t, err
+	}
+	if _, err := r.getTask(ctx, c.ID()); err != nil {
+		return nil, err
+	}
+	return c.Task(ctx, nil)
+}
+
 // stoppedWithShim tells whether err, from a call on container id's task,
 // says only that its shim went away with a task that has stopped or is
 // gone (getTask): for a caller stopping the task, the work is done.
