@@ -382,13 +382,13 @@ func (t *createdTask) start(ctx context.Context) (uint32, error) {
 	return resp.Pid, nil
 }
 
-// shimGone tells whether err, from creating a task, says that the shim the
-// task joined went away meanwhile (its last other task deleted), which
-// passes. Anything else, a spec runc refuses say, would fail again. A
-// bundle that exists already ("file exists") is not retried: it is another
-// creation of the same task under way, one a staticlet killed in the
-// middle left to containerd, and the container is dealt with as a
-// half-started one.
+// shimGone tells whether err, from a call on a task, says that the task's
+// shim went away meanwhile (its last other task deleted, or this one; see
+// getTask), which passes. Creating a task, anything else, a spec runc
+// refuses say, would fail again. A bundle that exists already ("file
+// exists") is not retried: it is another creation of the same task under
+// way, one a staticlet killed in the middle left to containerd, and the
+// container is dealt with as a half-started one.
 func shimGone(err error) bool {
 	msg := err.Error()
 	for _, s := range []string{"ttrpc: closed", "connection refused", "connection reset"} {
