@@ -300,14 +300,11 @@ spec:
 	sb := h.sandbox(p)
 	for i := range 20 {
 		c := h.start(p, sb, "c", i)
-		waitFor(t, 10*time.Second, "the container to exit", func() (bool, string) {
-			st, err := h.taskStatus(c.ID)
-			return err == nil && st.Status == client.Stopped, fmt.Sprintf("task %+v, %v", st, err)
-		})
 		ctr, err := h.client.LoadContainer(h.nsCtx(), c.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
+		h.waitStopped(ctr)
 		task, err := ctr.Task(h.nsCtx(), nil)
 		if err != nil {
 			t.Fatal(err)
