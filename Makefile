@@ -49,7 +49,7 @@ deps:
 # proxy (the containerd releases, etcd) if it is not cached yet, minutes
 # on a fresh machine, so that no test's timeout pays for it.
 test: deps build deb
-	$(GO) run ./internal/ctrdtest/prebuild
+	$(GO) run ./internal/testutil/ctrdtest/prebuild
 	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m ./...
 	cd packaging && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
@@ -72,17 +72,17 @@ fuzz:
 	done
 
 # The packages whose tests talk to a private containerd, run once for each
-# containerd release in internal/ctrdtest's Releases (built from the Go
+# containerd release in internal/testutil/ctrdtest's Releases (built from the Go
 # module proxy on first use, cached in /var/cache/staticlet-test/containerd).
 # The tests that boot systemd-nspawn machines (TestSystemd*) or the test VM
 # (TestVM, whose guest has Debian's containerd) run only in test, against
 # the default daemon: each boots a whole Debian, and what they test is
 # staticlet under systemd, not containerd. Every release runs even
 # when one fails; the target fails at the end.
-CONTAINERD_PKGS := ./internal/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet
+CONTAINERD_PKGS := ./internal/testutil/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet
 test-containerd: deps build
-	$(GO) run ./internal/ctrdtest/prebuild
-	@daemons=$$($(GO) run ./internal/ctrdtest/prebuild -list) || exit 1; \
+	$(GO) run ./internal/testutil/ctrdtest/prebuild
+	@daemons=$$($(GO) run ./internal/testutil/ctrdtest/prebuild -list) || exit 1; \
 	failed=; for v in $$(echo "$$daemons" | grep -vx system); do \
 		echo "=== containerd $$v: $(CONTAINERD_PKGS)"; start=$$(date +%s); \
 		STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_TEST_CONTAINERD=$$v $(GO) test -count=1 -timeout 25m \
@@ -101,7 +101,7 @@ test-containerd: deps build
 STRESS_RUNS ?= 3
 test-stress: deps build deb
 	@command -v stress-ng >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y stress-ng; }
-	$(GO) run ./internal/ctrdtest/prebuild
+	$(GO) run ./internal/testutil/ctrdtest/prebuild
 	@for i in $$(seq $(STRESS_RUNS)); do \
 		echo "=== stress run $$i of $(STRESS_RUNS)"; start=$$(date +%s); \
 		stress-ng --cpu $$(nproc) --timeout 3h --quiet & hog=$$!; \
@@ -113,7 +113,7 @@ test-stress: deps build deb
 	done
 
 bench: deps build
-	$(GO) run ./internal/ctrdtest/prebuild
+	$(GO) run ./internal/testutil/ctrdtest/prebuild
 	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/
 
 demo: deps build

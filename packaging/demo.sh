@@ -46,7 +46,7 @@ start() {
 	# The image arrives as an air-gapped node's would: an archive dropped into
 	# the import directory (--image-import-dir, default <root-dir>/images).
 	mkdir -p /var/lib/staticlet/images
-	go run ./internal/testimage/mkimage -o "$state/busybox.tar"
+	go run ./internal/testutil/testimage/mkimage -o "$state/busybox.tar"
 	mv "$state/busybox.tar" /var/lib/staticlet/images/busybox.tar
 	echo "starting staticlet on manifests/ (log: $state/staticlet.log)"
 	"$bin" run --manifest-dir manifests --containerd-address "$sock" >"$state/staticlet.log" 2>&1 &

@@ -14,7 +14,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/staticlet/staticlet/internal/etcdtest"
+	"github.com/staticlet/staticlet/internal/testutil/etcdtest"
 )
 
 // benchElectionFlags shorten etcd's ticks tenfold, so that the random

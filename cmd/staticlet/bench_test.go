@@ -41,10 +41,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/ctrdtest"
 	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/status"
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 // rawNS holds the containers the benchmarks create through the containerd

@@ -44,7 +44,9 @@ const (
 )
 
 // kubeletConfig is the part of a KubeletConfiguration that staticlet
-// honours, with the kubelet's JSON names and types.
+// honours, with the kubelet's JSON names and types. It is outsized as the
+// file format is: one field for each setting of the kubelet's that
+// staticlet reads.
 type kubeletConfig struct {
 	APIVersion               string              `json:"apiVersion"`
 	Kind                     string              `json:"kind"`

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/staticlet/staticlet/internal/ctrdtest"
-	"github.com/staticlet/staticlet/internal/etcdtest"
 	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
+	"github.com/staticlet/staticlet/internal/testutil/etcdtest"
 )
 
 // Where kubeadm's etcd manifest mounts the certificates and the data.

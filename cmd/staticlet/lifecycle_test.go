@@ -12,7 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 // markDir makes a directory the test's pods write their markers to through

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/staticlet/staticlet/internal/ctrdtest"
-	"github.com/staticlet/staticlet/internal/debroot"
+	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
+	"github.com/staticlet/staticlet/internal/testutil/debroot"
 )
 
 // A machine is a Debian system booted with a real systemd as PID 1 of a

@@ -14,7 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/metricstest"
+	"github.com/staticlet/staticlet/internal/testutil/metricstest"
 )
 
 const probedPod = `apiVersion: v1

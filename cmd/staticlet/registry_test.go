@@ -24,7 +24,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox"
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 // registryRepo and registryTag name the one image a testRegistry serves.

@@ -10,7 +10,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/logindtest"
+	"github.com/staticlet/staticlet/internal/testutil/logindtest"
 )
 
 // shutdownPod is a pod NAME, in priority class CLASS, whose container

@@ -12,7 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/debroot"
+	"github.com/staticlet/staticlet/internal/testutil/debroot"
 )
 
 // TestSystemdNodeShutdown: under the real systemd and systemd-logind of a

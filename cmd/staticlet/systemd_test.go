@@ -12,8 +12,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/debroot"
 	"github.com/staticlet/staticlet/internal/logd"
+	"github.com/staticlet/staticlet/internal/testutil/debroot"
 )
 
 // debPackage returns staticlet's .deb: the one make built (STATICLET_DEB),

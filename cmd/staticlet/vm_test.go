@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/testvm"
+	"github.com/staticlet/staticlet/internal/testutil/testvm"
 )
 
 // vmFacts writes what TestVM checks of the guest to $RESULTS/facts, one
@@ -34,10 +34,10 @@ var vmTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestLifecyc
 // vmSystemdDriverTests run in the guest a second time, with every
 // staticlet on the systemd cgroup driver. TestTopPods leaves its idle pod
 // running for the clean-up, which deletes the pod's containers and then
-// stops its slice itself (internal/ctrdtest).
+// stops its slice itself (internal/testutil/ctrdtest).
 var vmSystemdDriverTests = []string{"TestPodLifecycle", "TestAdoptionAfterKill", "TestOOMKilled", "TestPodNetwork", "TestTopPods"}
 
-// TestVM boots a Debian guest under QEMU (internal/testvm), once, as each
+// TestVM boots a Debian guest under QEMU (internal/testutil/testvm), once, as each
 // boot costs tens of seconds of emulation. It checks the guest is the
 // machine the VM tests are for: systemd as PID 1, the unified cgroup
 // hierarchy with the controllers staticlet sets, and the distribution's

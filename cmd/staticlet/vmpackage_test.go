@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/staticlet/staticlet/internal/debroot"
+	"github.com/staticlet/staticlet/internal/testutil/debroot"
 )
 
 // The packaged staticlet on a real node: TestVM installs the .deb into the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/logindtest"
+	"github.com/staticlet/staticlet/internal/testutil/logindtest"
 )
 
 // timeout bounds every wait; none is waited out when things work.

@@ -30,6 +30,9 @@ const (
 // Record is one container as the runtime reports it: what staticlet wrote in
 // its labels when it created it, plus what containerd knows of its process.
 // Everything a restarted staticlet needs to rebuild a pod's status is here.
+// It is outsized as a container's status is: one field for each fact of
+// the kubelet's ContainerStatus that staticlet reports, flat so that the
+// runtime fills it from labels and task state in one place.
 type Record struct {
 	ID        string
 	Pod       Key

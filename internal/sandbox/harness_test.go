@@ -17,11 +17,11 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"golang.org/x/sys/unix"
 
-	"github.com/staticlet/staticlet/internal/ctrdtest"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox/netns"
 	"github.com/staticlet/staticlet/internal/sandbox/procfs"
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 // testNS is the containerd namespace the tests' Runtimes use.

@@ -22,7 +22,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 // kubeletNS is where kubeadm's and crictl's pulls put images.

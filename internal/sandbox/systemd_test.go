@@ -9,7 +9,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/staticlet/staticlet/internal/logindtest"
+	"github.com/staticlet/staticlet/internal/testutil/logindtest"
 )
 
 func TestSliceProperties(t *testing.T) {

@@ -1,19 +1,4 @@
-// Package importrules has no code of its own: its test checks that the
-// packages of the module import each other only in the directions staticlet's
-// layering allows, as written in one table (rules). It lists the module with
-// `go list` and fails naming each package and each import that breaks its
-// rule, and each package that has no rule yet.
-//
-// The layering: cmd may import every product package; reconcile imports only
-// pod, and talks to the adapters (watch, sandbox, health, status) through
-// interfaces it declares; the adapters import pod but never each other nor
-// reconcile; pod imports nothing of the module. Test helpers are imported
-// only by tests, other helpers and tools, never by product code.
-//
-// It lives in a package of its own rather than in cmd/staticlet's tests so
-// that it builds from the standard library alone, in a second, and runs
-// apart from the tests that need containerd.
-package importrules
+package archrules
 
 import (
 	"bytes"
@@ -112,20 +97,20 @@ var rules = map[string]rule{
 	"internal/metrics": {product, []string{"internal/pod"}},
 
 	// Test helpers.
-	"internal/ctrdtest":   {helper, []string{"internal/testimage", "internal/sandbox/procfs", "internal/modbuild"}},
-	"internal/etcdtest":   {helper, []string{"internal/testimage", "internal/modbuild"}},
-	"internal/modbuild":   {helper, nil},
-	"internal/testimage":  {helper, nil},
-	"internal/testvm":     {helper, []string{"internal/debroot"}},
-	"internal/debroot":    {helper, nil},
-	"internal/logindtest": {helper, nil},
+	"internal/testutil/ctrdtest":   {helper, []string{"internal/testutil/testimage", "internal/sandbox/procfs", "internal/testutil/modbuild"}},
+	"internal/testutil/etcdtest":   {helper, []string{"internal/testutil/testimage", "internal/testutil/modbuild"}},
+	"internal/testutil/modbuild":   {helper, nil},
+	"internal/testutil/testimage":  {helper, nil},
+	"internal/testutil/testvm":     {helper, []string{"internal/testutil/debroot"}},
+	"internal/testutil/debroot":    {helper, nil},
+	"internal/testutil/logindtest": {helper, nil},
 	// Reads the metrics in the tests of metrics and cmd.
-	"internal/metricstest": {helper, nil},
+	"internal/testutil/metricstest": {helper, nil},
 
 	// Tools.
-	"internal/ctrdtest/prebuild": {tool, []string{"internal/ctrdtest", "internal/etcdtest"}},
-	"internal/testimage/mkimage": {tool, []string{"internal/testimage"}},
-	"internal/importrules":       {tool, nil},
+	"internal/testutil/ctrdtest/prebuild": {tool, []string{"internal/testutil/ctrdtest", "internal/testutil/etcdtest"}},
+	"internal/testutil/testimage/mkimage": {tool, []string{"internal/testutil/testimage"}},
+	"internal/testutil/archrules":         {tool, nil},
 }
 
 // listed is a package as `go list -json` describes it.
@@ -153,7 +138,7 @@ func listModule(t *testing.T) []listed {
 	t.Helper()
 	// go test puts its own go first in PATH. The pattern is relative to
 	// this package's directory: the module's root is two levels up.
-	cmd := exec.Command("go", "list", "-json=ImportPath,Module,Imports,TestImports,XTestImports", "../../...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Module,Imports,TestImports,XTestImports", "../../../...")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

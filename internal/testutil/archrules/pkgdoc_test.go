@@ -1,4 +1,4 @@
-package main
+package archrules
 
 import (
 	"go/parser"
@@ -14,7 +14,7 @@ import (
 // a package says its one job: what it owns, what it does not, and how it may
 // be used concurrently.
 func TestPackageDocs(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	dirs := map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

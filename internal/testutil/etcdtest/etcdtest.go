@@ -20,8 +20,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/modbuild"
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/modbuild"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 // Version is the etcd release built: the one kubeadm 1.30 pins.

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	go run ./internal/testimage/mkimage -o FILE [-ref REF] [-busybox PATH]
+//	go run ./internal/testutil/testimage/mkimage -o FILE [-ref REF] [-busybox PATH]
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/debroot"
+	"github.com/staticlet/staticlet/internal/testutil/debroot"
 )
 
 // recipeVersion is part of the image's hash: bump it when the build below

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/debroot"
+	"github.com/staticlet/staticlet/internal/testutil/debroot"
 )
 
 // DefaultGoTestTimeout is a GoTest's -test.timeout when it sets none.

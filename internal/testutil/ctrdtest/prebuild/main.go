@@ -16,8 +16,8 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/ctrdtest"
-	"github.com/staticlet/staticlet/internal/etcdtest"
+	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
+	"github.com/staticlet/staticlet/internal/testutil/etcdtest"
 )
 
 func main() {

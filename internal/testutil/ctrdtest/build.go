@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/staticlet/staticlet/internal/modbuild"
+	"github.com/staticlet/staticlet/internal/testutil/modbuild"
 )
 
 // Release is a containerd release the tests can run against besides the

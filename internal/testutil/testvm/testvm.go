@@ -36,7 +36,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/debroot"
+	"github.com/staticlet/staticlet/internal/testutil/debroot"
 )
 
 // InGuestEnv is set to "1" in the environment of GoTests run in the guest,

@@ -67,7 +67,7 @@ WantedBy=multi-user.target
 // executables: /run is noexec; the disk is mounted exec.
 const payloadScript = `#!/bin/bash
 # staticlet-vmtest: runs the test payload from the data disk, then powers
-# the guest off. Written by staticlet's internal/testvm.
+# the guest off. Written by staticlet's internal/testutil/testvm.
 set -u
 out=/dev/ttyS1
 dir=` + GuestDir + `

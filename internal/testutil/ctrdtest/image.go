@@ -12,7 +12,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/staticlet/staticlet/internal/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
 // importTimeout bounds importing and unpacking one test image.
