@@ -14,7 +14,7 @@ DEB     := bin/staticlet_$(GOARCH).deb
 export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build deb deps test fuzz test-containerd test-stress bench demo demo-stop lint clean
+.PHONY: all build deb deps test unit integration e2e vm fuzz test-containerd test-stress bench demo demo-stop lint clean
 
 all: build
 
@@ -42,15 +42,45 @@ deps:
 		&& DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-system-x86 qemu-user e2fsprogs; \
 	fi
 
-# Every test, against Debian's containerd; then the containerd-backed ones
-# against each other release (test-containerd). The timeout leaves room for
-# TestVM: up to 20 minutes in the guest, and building the guest image the
-# first time. prebuild first builds what the tests build from the module
-# proxy (the containerd releases, etcd) if it is not cached yet, minutes
-# on a fresh machine, so that no test's timeout pays for it.
-test: deps build deb
+# The tiers of the suite, fastest first; make test runs them all.
+#
+# unit: no root, no containerd, nothing installed: the pure code, the
+# architecture rules (internal/testutil/archrules) and the tests that need
+# only temp dirs and loopback, under the race detector. go test -short is
+# the unit tier: every test that needs more skips there (internal/testutil/
+# tier). The binary-driven suites are not in it.
+UNIT_PKGS := ./internal/... ./cmd/...
+unit:
+	$(GO) test -short -race -count=1 -timeout 10m $(UNIT_PKGS)
+
+# integration: the packages' tests against a private containerd (started
+# by internal/testutil/ctrdtest), real runc, busybox, dbus-daemon and
+# debootstrap, as root; everything but the built binary's suites.
+integration: deps
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
-	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 30m ./internal/...
+
+# e2e: the built staticlet binary end to end, against a private
+# containerd; vm: staticlet under real systemd, in systemd-nspawn machines
+# (TestSystemd*) and in the QEMU guest (TestVM, up to 20 minutes in the
+# guest, and building its image the first time).
+E2E_PKGS := ./cmd/...
+VM_TESTS := ^(TestSystemd|TestVM)
+e2e: deps build deb
+	$(GO) run ./internal/testutil/ctrdtest/prebuild
+	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m -skip '$(VM_TESTS)' $(E2E_PKGS)
+vm: deps build deb
+	$(GO) run ./internal/testutil/ctrdtest/prebuild
+	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m -run '$(VM_TESTS)' $(E2E_PKGS)
+
+# Every test: lint and unit first, so that they fail fast; then the tiers
+# that need root and containerd (against Debian's), the packaging module's
+# tests, the fuzz targets, and the containerd-backed tests against each
+# other release (test-containerd). prebuild first builds what the tests
+# build from the module proxy (the containerd releases, etcd) if it is not
+# cached yet, minutes on a fresh machine, so that no test's timeout pays
+# for it.
+test: lint unit integration e2e vm
 	cd packaging && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
 	$(MAKE) test-containerd
@@ -122,10 +152,15 @@ demo: deps build
 demo-stop:
 	packaging/demo.sh stop
 
+# gofmt, go vet and staticcheck (pinned: the same findings on every
+# machine; built from the Go module proxy on first use) over both modules.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	cd packaging && $(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	cd packaging && $(GO) run $(STATICCHECK) ./...
 
 clean:
 	rm -rf bin

@@ -70,12 +70,11 @@ func TestForwarderSocketPath(t *testing.T) {
 // harness is a daemon directory, and a way to run daemons and forwarders
 // in it.
 type harness struct {
-	t        *testing.T
-	dir      string
-	logPath  string
-	prog     string
-	wrap     []string
-	stopping []func()
+	t       *testing.T
+	dir     string
+	logPath string
+	prog    string
+	wrap    []string
 }
 
 func newHarness(t *testing.T, arch string) *harness {
@@ -603,11 +602,8 @@ time=2026-11-24T15:38:02.005Z level=ERROR msg=odd !BADKEY=lonely
 // nor encoding/json, whose code the long-lived daemon would map for
 // nothing; package logd reports through its Logger.
 func TestDaemonProgramImports(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	out, err := exec.Command(goTool, "list", "-deps", "github.com/staticlet/staticlet/cmd/staticlet-logd").CombinedOutput()
+	// go test puts its own go first in PATH.
+	out, err := exec.Command("go", "list", "-deps", "github.com/staticlet/staticlet/cmd/staticlet-logd").CombinedOutput()
 	if err != nil {
 		t.Skipf("go list: %v: %s", err, out)
 	}

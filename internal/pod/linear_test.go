@@ -71,18 +71,21 @@ func repeatf(n int, format string) string {
 // TestDecodeLinear feeds Decode each growth pattern at two sizes and checks
 // that its work grows no faster than the input: the steps it counts (see
 // decode) stay under a fixed number per byte, and so do its allocations. It
-// measures work, not time, so it holds on a slow or busy machine.
+// measures work, not time, so it holds on a slow or busy machine. The unit
+// tier (go test -short, with -race) takes half the sizes, in the same
+// ratio.
 func TestDecodeLinear(t *testing.T) {
-	const (
-		maxStepsPerByte = 8
-		small, large    = 250, 2000
-	)
+	const maxStepsPerByte = 8
+	small, large := 250, 2000
+	if testing.Short() {
+		small, large = 125, 1000
+	}
 	for _, p := range growthPatterns {
 		t.Run(p.name, func(t *testing.T) {
 			var perByte [2]float64
 			for i, n := range []int{small, large} {
 				if p.name == "nested merge keys" {
-					n /= 50 // levels
+					n = []int{5, 40}[i] // levels, whatever the tier
 				}
 				data := []byte(p.build(n))
 				steps := 0

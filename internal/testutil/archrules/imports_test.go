@@ -97,13 +97,16 @@ var rules = map[string]rule{
 	"internal/metrics": {product, []string{"internal/pod"}},
 
 	// Test helpers.
-	"internal/testutil/ctrdtest":   {helper, []string{"internal/testutil/testimage", "internal/sandbox/procfs", "internal/testutil/modbuild"}},
+	"internal/testutil/ctrdtest":   {helper, []string{"internal/testutil/testimage", "internal/sandbox/procfs", "internal/testutil/modbuild", "internal/testutil/tier"}},
 	"internal/testutil/etcdtest":   {helper, []string{"internal/testutil/testimage", "internal/testutil/modbuild"}},
 	"internal/testutil/modbuild":   {helper, nil},
 	"internal/testutil/testimage":  {helper, nil},
 	"internal/testutil/testvm":     {helper, []string{"internal/testutil/debroot"}},
-	"internal/testutil/debroot":    {helper, nil},
-	"internal/testutil/logindtest": {helper, nil},
+	"internal/testutil/debroot":    {helper, []string{"internal/testutil/tier"}},
+	"internal/testutil/logindtest": {helper, []string{"internal/testutil/tier"}},
+	// Which tier of the suite runs (unit: go test -short), and what a
+	// test lacking a real dependency does.
+	"internal/testutil/tier": {helper, nil},
 	// Reads the metrics in the tests of metrics and cmd.
 	"internal/testutil/metricstest": {helper, nil},
 

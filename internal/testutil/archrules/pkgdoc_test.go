@@ -15,7 +15,7 @@ import (
 // be used concurrently.
 func TestPackageDocs(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
-	dirs := map[string]bool{}
+	dirs := map[string][]string{} // a directory's non-test Go files
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -24,7 +24,7 @@ func TestPackageDocs(t *testing.T) {
 			return filepath.SkipDir
 		}
 		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
-			dirs[filepath.Dir(path)] = true
+			dirs[filepath.Dir(path)] = append(dirs[filepath.Dir(path)], path)
 		}
 		return nil
 	})
@@ -34,21 +34,22 @@ func TestPackageDocs(t *testing.T) {
 	if len(dirs) < 8 {
 		t.Fatalf("found only %d packages under %s", len(dirs), root)
 	}
-	for dir := range dirs {
-		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool {
-			return !strings.HasSuffix(fi.Name(), "_test.go")
-		}, parser.ParseComments|parser.PackageClauseOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name, pkg := range pkgs {
-			documented := false
-			for _, f := range pkg.Files {
-				if f.Doc != nil && strings.HasPrefix(f.Doc.Text(), "Package "+name+" ") || f.Doc != nil && name == "main" && strings.HasPrefix(f.Doc.Text(), "Command ") {
-					documented = true
-				}
+	for dir, files := range dirs {
+		documented := map[string]bool{} // by package name
+		for _, path := range files {
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if !documented {
+			name := f.Name.Name
+			doc := ""
+			if f.Doc != nil {
+				doc = f.Doc.Text()
+			}
+			documented[name] = documented[name] || strings.HasPrefix(doc, "Package "+name+" ") || name == "main" && strings.HasPrefix(doc, "Command ")
+		}
+		for name, ok := range documented {
+			if !ok {
 				t.Errorf("package %s in %s has no package doc comment (\"Package %s ...\" or \"Command ...\")", name, dir, name)
 			}
 		}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+
 	"github.com/staticlet/staticlet/internal/testutil/testimage"
+	"github.com/staticlet/staticlet/internal/testutil/tier"
 )
 
 // importTimeout bounds importing and unpacking one test image.
@@ -100,9 +102,6 @@ func (e *Env) Import(ctx context.Context, ns string, archive io.Reader) (client.
 func requireBusybox(t testing.TB, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ctrdtest: busybox-static is required: %v", err)
-		}
-		t.Skipf("ctrdtest: busybox-static not installed: %v", err)
+		tier.Missing(t, fmt.Sprintf("ctrdtest: busybox-static is required: %v", err))
 	}
 }

@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/staticlet/staticlet/internal/testutil/tier"
 )
 
 // CacheDir holds the cache entries between test runs.
@@ -129,6 +131,7 @@ func lock(ctx context.Context, path string) (func(), error) {
 // the message says to install packages.
 func Require(t testing.TB, packages string, tools ...string) {
 	t.Helper()
+	tier.Integration(t, "root and debootstrap")
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root")
@@ -142,10 +145,7 @@ func Require(t testing.TB, packages string, tools ...string) {
 		return
 	}
 	msg := fmt.Sprintf("needs %s (apt-get install %s)", strings.Join(missing, ", "), packages)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	tier.Missing(t, msg)
 }
 
 // Debootstrap installs Debian suite, variant minbase plus packages (and

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/staticlet/staticlet/internal/testutil/tier"
 )
 
 // TestWritePKI checks each certificate verifies against the CA for what
@@ -60,6 +62,7 @@ func TestWritePKI(t *testing.T) {
 // WritePKI's certificates: it turns healthy, and a key put through Client
 // reads back.
 func TestBuildAndRun(t *testing.T) {
+	tier.Integration(t, "etcd built from the Go module proxy")
 	ctx, cancel := context.WithTimeout(t.Context(), BuildTimeout)
 	defer cancel()
 	start := time.Now()

@@ -1,6 +1,10 @@
 package testimage
 
 import (
+	"fmt"
+
+	"github.com/staticlet/staticlet/internal/testutil/tier"
+
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
@@ -22,10 +26,7 @@ import (
 func requireBusybox(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(DefaultBusybox); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("busybox-static is required: %v", err)
-		}
-		t.Skipf("busybox-static not installed: %v", err)
+		tier.Missing(t, fmt.Sprintf("busybox-static is required: %v", err))
 	}
 }
 
