@@ -28,10 +28,10 @@ type podCore struct {
 	desired *pod.Pod // nil: the pod must go
 	last    *pod.Pod // the last desired pod, for its grace period once it is removed
 	// halted is set while the node shuts down: nothing starts.
-	halted bool
-	mem    containerMemory
-	sb     sandboxMemory
-	probes probeMemory
+	halted  bool
+	mem     containerMemory
+	sandbox sandboxMemory
+	probes  probeMemory
 	// oomSeen holds the OOM-killed containers already told of in an
 	// event; nil until the first pass, which tells of none: those were
 	// killed before this worker began.

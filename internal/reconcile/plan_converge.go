@@ -503,7 +503,7 @@ func (g *convergePass) unwanted(out []action) []action {
 // containers stay, for their status.
 func (g *convergePass) stopTerminal(out []action) []action {
 	c := g.c
-	if !g.terminal || c.sb.termSent {
+	if !g.terminal || c.sandbox.termSent {
 		return g.finish(out)
 	}
 	stopSandbox := func(out []action) []action {
@@ -513,7 +513,7 @@ func (g *convergePass) stopTerminal(out []action) []action {
 			if err != nil {
 				g.errs = append(g.errs, err)
 			} else {
-				c.sb.termSent = true
+				c.sandbox.termSent = true
 			}
 			return g.finish(out)
 		})

@@ -123,7 +123,7 @@ func (c *podCore) syncCreate(out []action, s *syncPass) []action {
 // create makes the pod's sandbox.
 func (c *podCore) create(out []action, s *syncPass) []action {
 	p := s.p
-	c.sb.retry.attempted()
+	c.sandbox.retry.attempted()
 	return c.await(out, createSandbox{pod: p}, func(o outcome) []action {
 		m := o.(sandboxMade)
 		if m.err != nil {
@@ -134,16 +134,16 @@ func (c *podCore) create(out []action, s *syncPass) []action {
 			return c.relist(out, p, pod.Record{}, func(out []action, err error) []action { return c.endSync(out, p, due, err) })
 		}
 		s.sb, s.v = m.rec, newView([]pod.Record{m.rec})
-		c.sb.termSent = false
+		c.sandbox.termSent = false
 		if m.rec.NoPause {
-			c.sb.down = waitingState{}
+			c.sandbox.down = waitingState{}
 			return c.syncContainers(nil, s)
 		}
 		if !sharesPID(p) {
 			s.startLater = true
 			return c.syncContainers(nil, s)
 		}
-		c.sb.retry.attempted()
+		c.sandbox.retry.attempted()
 		return c.await(nil, startSandbox{sb: m.rec}, func(o outcome) []action {
 			st := o.(sandboxStarted)
 			if st.err != nil {
@@ -152,7 +152,7 @@ func (c *podCore) create(out []action, s *syncPass) []action {
 				due := c.sandboxDue()
 				return c.relist(out, p, st.rec, func(out []action, err error) []action { return c.endSync(out, p, due, err) })
 			}
-			c.sb.down = waitingState{}
+			c.sandbox.down = waitingState{}
 			s.sb = st.rec
 			return c.syncContainers(nil, s)
 		})
@@ -167,7 +167,7 @@ func (c *podCore) syncContainers(out []action, s *syncPass) []action {
 		if !s.startLater && !s.restart {
 			return c.syncReport(out, s, again, err)
 		}
-		c.sb.retry.attempted()
+		c.sandbox.retry.attempted()
 		return c.await(out, startSandbox{sb: s.sb}, func(o outcome) []action {
 			st := o.(sandboxStarted)
 			var out []action
@@ -177,7 +177,7 @@ func (c *podCore) syncContainers(out []action, s *syncPass) []action {
 				out = append(out, note{warn: true, msg: "starting the pod's sandbox", args: []any{"err", st.err}})
 				again = minAgain(again, c.sandboxDue())
 			} else {
-				c.sb.down = waitingState{}
+				c.sandbox.down = waitingState{}
 				if s.restart {
 					out = append(out, c.event(c.now, "", pod.EventNormal, "SandboxStarted",
 						fmt.Sprintf("Started pod sandbox %s again (pause process %d); the pod's containers kept running", shortID(s.sb.ID), st.rec.Pid)))
@@ -223,7 +223,7 @@ func (c *podCore) relist(out []action, p *pod.Pod, sb pod.Record, k func(out []a
 
 // status is the pod's status as the kubelet would compute it.
 func (c *podCore) status(p *pod.Pod, v view, sb pod.Record) *v1.Pod {
-	return buildPod(statusInput{pod: p, view: v, sandbox: sb, sandboxDown: c.sb.down, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now,
+	return buildPod(statusInput{pod: p, view: v, sandbox: sb, sandboxDown: c.sandbox.down, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now,
 		probes: c.probes.results})
 }
 
