@@ -146,7 +146,7 @@ func (c *podCore) abandon() { c.pass, c.hook = pass{}, nil }
 // begin starts a pass. It returns nothing when there is nothing to do: a
 // pod the node's shutdown stopped waits for the node to resume.
 func (c *podCore) begin(now time.Time) []action {
-	if c.pass.cont != nil || c.pass.at != idle {
+	if c.pass.at != idle {
 		panic(fmt.Sprintf("reconcile: a pass begun during another, at %s", c.pass.at))
 	}
 	c.pass = pass{}
@@ -165,10 +165,6 @@ func (c *podCore) begin(now time.Time) []action {
 
 // step carries the pass on with the outcome of its last action.
 func (c *podCore) step(o outcome, now time.Time) []action {
-	if k := c.pass.cont; k != nil {
-		c.pass.cont, c.now = nil, now
-		return k(o)
-	}
 	at := c.pass.at
 	if at == idle {
 		panic(fmt.Sprintf("reconcile: outcome %T with no pass under way", o))
@@ -180,12 +176,6 @@ func (c *podCore) step(o outcome, now time.Time) []action {
 // wait ends out with I/O action a, whose outcome step hands to stage at.
 func (c *podCore) wait(out []action, at stage, a action) []action {
 	c.pass.at = at
-	return append(out, a)
-}
-
-// await ends out with I/O action a, whose outcome k handles.
-func (c *podCore) await(out []action, a action, k func(o outcome) []action) []action {
-	c.pass.cont = k
 	return append(out, a)
 }
 

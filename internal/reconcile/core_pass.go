@@ -26,11 +26,11 @@ const (
 	atSyncReport       // listPod: report, then end the pass (reported)
 	atConvStopOne      // stopGroup: one container (oneStopped)
 	atConvRemoveOne    // removeContainer: one container, to start anew (oneRemoved)
-	atConvResume       // resumeContainer (resumed)
+	atConvResume       // resumeContainer (resumedOne)
 	atConvCheckImage   // checkImage (imageChecked)
 	atConvPullReport   // listPod: report while the image is pulled (pullReported)
-	atConvPull         // pullImage (pulled)
-	atConvStart        // startContainer (started)
+	atConvPull         // pullImage (pulledImage)
+	atConvStart        // startContainer (startedOne)
 	atConvPostStart    // postStart (hookRan)
 	atConvStopUnwanted // stopGroup: containers the spec no longer has (unwantedStopped)
 	atConvStopSidecars // stopGroup: what runs on in a terminal pod (sidecarsStopped)
@@ -97,17 +97,26 @@ type pass struct {
 	err error
 	// limit bounds each container's stop in a halt pass.
 	limit time.Duration
-	// cont carries on a pass whose stages are not named yet.
-	cont func(o outcome) []action
+	// sync is what a sync pass knows, conv what converging its
+	// containers does.
+	sync syncPass
+	conv convergePass
 }
 
 // resume carries the pass on from stage at with outcome o. An outcome the
 // stage does not wait for is a bug in the executor: the pass ends with an
 // error, and the next one starts afresh.
 func (c *podCore) resume(at stage, o outcome) []action {
+	g := &c.pass.conv
 	switch o := o.(type) {
 	case listed:
 		switch at {
+		case atSyncList:
+			return c.syncListed(o)
+		case atSyncReport:
+			return c.reported(o)
+		case atConvPullReport:
+			return g.pullReported(o)
 		case atRemoveList:
 			return c.removeListed(o)
 		case atHaltList:
@@ -117,14 +126,62 @@ func (c *podCore) resume(at stage, o outcome) []action {
 		}
 	case stopped:
 		switch at {
+		case atSyncStopStale:
+			return c.staleStopped(o)
+		case atConvStopOne:
+			return g.oneStopped(o)
+		case atConvStopUnwanted:
+			return g.unwantedStopped(o)
+		case atConvStopSidecars:
+			return g.sidecarsStopped(o)
+		case atConvStopSandbox:
+			return g.sandboxStopped(o)
 		case atRemoveStop:
 			return c.removeStopped(o)
 		case atHaltStop:
 			return c.haltStopped(o)
 		}
 	case filesRemoved:
-		if at == atRemoveFiles {
+		switch at {
+		case atSyncRemoveStale:
+			return c.staleFilesRemoved(o)
+		case atRemoveFiles:
 			return c.filesGone(o)
+		}
+	case sandboxMade:
+		if at == atSyncCreate {
+			return c.sandboxCreated(o)
+		}
+	case sandboxStarted:
+		switch at {
+		case atSyncStartPause:
+			return c.pauseStarted(o)
+		case atSyncStartLater:
+			return c.pauseStartedLater(o)
+		}
+	case removed:
+		if at == atConvRemoveOne {
+			return g.oneRemoved(o)
+		}
+	case resumed:
+		if at == atConvResume {
+			return g.resumedOne(o)
+		}
+	case imageChecked:
+		if at == atConvCheckImage {
+			return g.imageChecked(o)
+		}
+	case pulled:
+		if at == atConvPull {
+			return g.pulledImage(o)
+		}
+	case started:
+		if at == atConvStart {
+			return g.startedOne(o)
+		}
+	case hookRan:
+		if at == atConvPostStart {
+			return g.hookRan(o)
 		}
 	}
 	return done(nil, 0, fmt.Errorf("pod %s: outcome %T does not answer the pass at %s", c.key, o, at))

@@ -205,14 +205,6 @@ func (c *podCore) killing(recs []pod.Record) []action {
 	return out
 }
 
-// stopOne stops container r, started from a spec of p or of the pod as
-// last specified, after its preStop hook; k gets what went wrong.
-func (c *podCore) stopOne(out []action, r pod.Record, grace time.Duration, p *pod.Pod, k func([]action, error) []action) []action {
-	return c.await(out, stopGroup{stops: []stopOrder{c.stopOrder(r, grace, p)}, sequential: true}, func(o outcome) []action {
-		return k(c.stoppedOutcome(o))
-	})
-}
-
 // stopOrder is the order to stop r with grace: its preStop hook first,
 // when the spec it was started from has one and it runs. grace bounds the
 // two together, as with the kubelet.
@@ -225,11 +217,6 @@ func (c *podCore) stopOrder(r pod.Record, grace time.Duration, p *pod.Pod) stopO
 		o.hook, o.req = req.Container.Lifecycle.PreStop, req
 	}
 	return o
-}
-
-// stoppedOutcome is stoppedEvents for an outcome that must be stopped.
-func (c *podCore) stoppedOutcome(o outcome) ([]action, error) {
-	return c.stoppedEvents(o.(stopped))
 }
 
 // stoppedEvents turns the outcome of a stopGroup into its events (a

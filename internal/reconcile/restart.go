@@ -154,15 +154,11 @@ func (c *podCore) takeRestart(name string) bool {
 // through staticlet restart, with the pod's grace period after its preStop
 // hook; it starts again as after a failed liveness probe, whatever its
 // exit code.
-func (c *podCore) restartRequested(out []action, p *pod.Pod, ctr *v1.Container, r pod.Record, k func([]action, error) []action) []action {
+func (g *convergePass) restartRequested(out []action, ctr *v1.Container, r pod.Record) []action {
+	c := g.c
 	out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Killing", fmt.Sprintf("Container %s will be restarted: %s", ctr.Name, restartedBy)))
 	c.probes.killed[r.ID] = true
-	return c.stopOne(out, r, podGrace(p), p, func(out []action, err error) []action {
-		if err != nil {
-			err = fmt.Errorf("stopping container %q of pod %s for a restart: %w", ctr.Name, p, err)
-		}
-		return k(out, err)
-	})
+	return g.stopOne(out, r, podGrace(g.p), g.p, stopToRestart, "for a restart")
 }
 
 // restartWaiting tells in an event what came of a restart asked for
