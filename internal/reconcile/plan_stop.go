@@ -24,6 +24,13 @@ const sandboxGrace = 2 * time.Second
 // grace period the hook used: the kubelet's minimum of 2 seconds.
 const minGraceAfterPreStop = 2 * time.Second
 
+// The status of a pod stopped for a node shutdown, in the kubelet's words
+// (pkg/kubelet/nodeshutdown).
+const (
+	nodeShutdownReason  = "Terminated"
+	nodeShutdownMessage = "Pod was terminated in response to imminent node shutdown."
+)
+
 // beginRemove starts a pass that terminates everything the pod has and
 // deletes it. It ends with gone set once nothing of the pod is left.
 func (c *podCore) beginRemove() []action {
@@ -261,4 +268,26 @@ func podGrace(p *pod.Pod) time.Duration {
 		return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
 	return defaultGrace
+}
+
+// shutDownStatus marks st as the status of a pod the node shutdown
+// terminated, as the kubelet does: phase Failed, its reason and message,
+// and a DisruptionTarget condition.
+func shutDownStatus(st *v1.PodStatus, now time.Time) {
+	st.Phase = v1.PodFailed
+	st.Reason = nodeShutdownReason
+	st.Message = nodeShutdownMessage
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == v1.PodReady || st.Conditions[i].Type == v1.ContainersReady {
+			st.Conditions[i].Status = v1.ConditionFalse
+			st.Conditions[i].Reason = "PodCompleted"
+		}
+	}
+	st.Conditions = append(st.Conditions, v1.PodCondition{
+		Type:               v1.DisruptionTarget,
+		Status:             v1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(now),
+		Reason:             v1.PodReasonTerminationByKubelet,
+		Message:            nodeShutdownMessage,
+	})
 }
