@@ -10,6 +10,15 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
+// One container's steps, in the order a start takes them: keep
+// (plan_converge.go) decides, apply takes the decision, start checks the
+// image (imageChecked), pulls it when it must (pullReported, pulledImage),
+// starts the container (startNow, startedOne) and runs its postStart hook
+// (running, postStart, hookRan); applied then hands back to kept, which
+// goes on to the next container. A replaced container is stopped and
+// removed first (stopOne, oneStopped, oneRemoved); one a restart, a file
+// change or a failed probe stops goes back through restarted.
+
 // containerWork is the container a convergePass keeps, and what it
 // learnt of it so far in the pass.
 type containerWork struct {

@@ -31,7 +31,8 @@ type convergePass struct {
 	justInitialized bool
 
 	// inInits is set while the init containers are taken, i being the one
-	// kept; else i is the item of apps being kept.
+	// kept; else i is the one of apps (the sidecars, then the app
+	// containers) being kept.
 	inInits bool
 	i       int
 	apps    []keepItem
