@@ -18,8 +18,9 @@ import (
 //
 // A pass is one look at the pod: list its containers, decide, act, report.
 // A pass's decisions run in the order the kubelet's sync runs them, one
-// I/O action at a time: the core hands out an action together with what
-// to do with its outcome (cont), and step carries on from there.
+// I/O action at a time: the core hands out an action and notes where the
+// pass stands (pass.at, a stage), and step carries on from that stage
+// with the action's outcome.
 type podCore struct {
 	key     pod.Key
 	backoff Backoff
@@ -28,10 +29,10 @@ type podCore struct {
 	desired *pod.Pod // nil: the pod must go
 	last    *pod.Pod // the last desired pod, for its grace period once it is removed
 	// halted is set while the node shuts down: nothing starts.
-	halted bool
-	mem    containerMemory
-	sb     sandboxMemory
-	probes probeMemory
+	halted  bool
+	mem     containerMemory
+	sandbox sandboxMemory
+	probes  probeMemory
 	// oomSeen holds the OOM-killed containers already told of in an
 	// event; nil until the first pass, which tells of none: those were
 	// killed before this worker began.
@@ -47,9 +48,8 @@ type podCore struct {
 	hook *runningHook
 	// now is the time of the latest input.
 	now time.Time
-	// cont carries on the pass under way with the outcome of the I/O
-	// action last returned; nil between passes.
-	cont func(o outcome) []action
+	// pass is the pass under way: where it stands and what it knows.
+	pass pass
 }
 
 // containerMemory is what the core remembers of each container name
@@ -141,14 +141,15 @@ func (c *podCore) setHalted(h bool) { c.halted = h }
 
 // abandon drops the pass under way, whose outcome will never come: the
 // worker is going away.
-func (c *podCore) abandon() { c.cont, c.hook = nil, nil }
+func (c *podCore) abandon() { c.pass, c.hook = pass{}, nil }
 
 // begin starts a pass. It returns nothing when there is nothing to do: a
 // pod the node's shutdown stopped waits for the node to resume.
 func (c *podCore) begin(now time.Time) []action {
-	if c.cont != nil {
-		panic("reconcile: a pass begun during another")
+	if c.pass.at != idle {
+		panic(fmt.Sprintf("reconcile: a pass begun during another, at %s", c.pass.at))
 	}
+	c.pass = pass{}
 	c.now = now
 	c.mem.restartNow, c.mem.restartAsked = c.mem.restartAsked, nil
 	p := c.desired
@@ -164,17 +165,17 @@ func (c *podCore) begin(now time.Time) []action {
 
 // step carries the pass on with the outcome of its last action.
 func (c *podCore) step(o outcome, now time.Time) []action {
-	k := c.cont
-	if k == nil {
+	at := c.pass.at
+	if at == idle {
 		panic(fmt.Sprintf("reconcile: outcome %T with no pass under way", o))
 	}
-	c.cont, c.now = nil, now
-	return k(o)
+	c.pass.at, c.now = idle, now
+	return c.resume(at, o)
 }
 
-// await ends out with I/O action a, whose outcome k handles.
-func (c *podCore) await(out []action, a action, k func(o outcome) []action) []action {
-	c.cont = k
+// wait ends out with I/O action a, whose outcome step hands to stage at.
+func (c *podCore) wait(out []action, at stage, a action) []action {
+	c.pass.at = at
 	return append(out, a)
 }
 

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -15,7 +14,8 @@ import (
 // app containers as the spec and restart policy say, in sandbox sb as
 // listed in v. Each container's decision is taken from v and what the
 // core remembers of it, at now; its actions run one at a time, in the
-// order of the spec.
+// order of the spec. It is part of a sync pass, and hands on to the sync
+// pass's converged when done.
 type convergePass struct {
 	c   *podCore
 	p   *pod.Pod
@@ -30,19 +30,37 @@ type convergePass struct {
 	// start in the same pass.
 	justInitialized bool
 
+	// inInits is set while the init containers are taken, i being the one
+	// kept; else i is the one of apps (the sidecars, then the app
+	// containers) being kept.
+	inInits bool
+	i       int
+	apps    []keepItem
+	// cur is the container being kept.
+	cur containerWork
+
 	wakeAt time.Time // the soonest time to look again
 	errs   []error
-	then   func(out []action, again time.Duration, err error) []action
 }
 
-// converge converges the containers of p in sb, then calls then with how
-// soon to look again (0: at the next trigger) and what went wrong.
-func (c *podCore) converge(out []action, p *pod.Pod, sb pod.Record, v view, then func([]action, time.Duration, error) []action) []action {
-	g := &convergePass{c: c, p: p, sb: sb, v: v, now: c.now, then: then}
-	g.terminal = c.terminal(p, v, sb.ID)
-	g.initialized = initDone(p, sb, v, c.started)
+// keepItem is a container to keep running as policy says.
+type keepItem struct {
+	c      *v1.Container
+	kind   pod.ContainerKind
+	policy v1.RestartPolicy
+}
+
+// converge converges the containers of the sync pass's pod in its
+// sandbox; converged then gets how soon to look again (0: at the next
+// trigger) and what went wrong.
+func (c *podCore) converge(out []action) []action {
+	s := &c.pass.sync
+	c.pass.conv = convergePass{c: c, p: c.pass.p, sb: s.sb, v: s.v, now: c.now}
+	g := &c.pass.conv
+	g.terminal = c.terminal(g.p, g.v, g.sb.ID)
+	g.initialized = initDone(g.p, g.sb, g.v, c.started)
 	if g.initialized {
-		return g.apps(out)
+		return g.keepApps(out)
 	}
 	// Init containers one at a time, in order; a sidecar (an init
 	// container that restarts Always) is started and left running.
@@ -60,6 +78,7 @@ func (g *convergePass) later(t time.Time) {
 // inits takes the init containers from the i-th on.
 func (g *convergePass) inits(out []action, i int) []action {
 	p := g.p
+	g.inInits = true
 	for ; i < len(p.Spec.InitContainers); i++ {
 		ctr := &p.Spec.InitContainers[i]
 		recs := g.v.in(g.sb.ID, ctr.Name)
@@ -72,101 +91,89 @@ func (g *convergePass) inits(out []action, i int) []action {
 				// What follows a sidecar waits for its startup probe, as
 				// with the kubelet; its verdict brings the next look.
 				g.justInitialized = false
-				return g.apps(out)
+				return g.keepApps(out)
 			}
-			next := i + 1
-			return g.keep(out, ctr, pod.KindInit, v1.RestartPolicyAlways, func(out []action, ok bool) []action {
-				if ok && ctr.StartupProbe == nil {
-					return g.inits(out, next)
-				}
-				g.justInitialized = false
-				return g.apps(out)
-			})
+			g.i = i
+			return g.keep(out, ctr, pod.KindInit, v1.RestartPolicyAlways)
 		}
 		if current && recs[0].State == pod.TaskExited && recs[0].ExitCode == 0 {
 			continue // done
 		}
-		return g.keep(out, ctr, pod.KindInit, initPolicy(p.Spec.RestartPolicy), func(out []action, _ bool) []action {
-			g.justInitialized = false
-			return g.apps(out)
-		})
+		g.i = i
+		return g.keep(out, ctr, pod.KindInit, initPolicy(p.Spec.RestartPolicy))
 	}
-	return g.apps(out)
+	return g.keepApps(out)
 }
 
-// apps keeps the sidecars and app containers of an initialised pod that is
-// not done, then clears away what is not wanted.
-func (g *convergePass) apps(out []action) []action {
+// keepApps keeps the sidecars and app containers of an initialised pod
+// that is not done, then clears away what is not wanted.
+func (g *convergePass) keepApps(out []action) []action {
+	g.inInits = false
 	if !(g.initialized || g.justInitialized) || g.terminal {
 		out = g.c.restartsNotReached(out, g.terminal)
 		return g.unwanted(out)
 	}
-	type item struct {
-		c      *v1.Container
-		kind   pod.ContainerKind
-		policy v1.RestartPolicy
-	}
-	var items []item
+	g.apps = nil
 	// Sidecars started in this pass are not in v: they are not looked at
 	// again until the next.
 	for i := range g.p.Spec.InitContainers {
 		if c := &g.p.Spec.InitContainers[i]; isSidecar(c) && g.initialized {
-			items = append(items, item{c, pod.KindInit, v1.RestartPolicyAlways})
+			g.apps = append(g.apps, keepItem{c, pod.KindInit, v1.RestartPolicyAlways})
 		}
 	}
 	for i := range g.p.Spec.Containers {
-		items = append(items, item{&g.p.Spec.Containers[i], pod.KindApp, g.p.Spec.RestartPolicy})
+		g.apps = append(g.apps, keepItem{&g.p.Spec.Containers[i], pod.KindApp, g.p.Spec.RestartPolicy})
 	}
-	var next func(out []action, i int) []action
-	next = func(out []action, i int) []action {
-		if i == len(items) {
-			return g.unwanted(out)
-		}
-		it := items[i]
-		return g.keep(out, it.c, it.kind, it.policy, func(out []action, _ bool) []action { return next(out, i+1) })
+	g.i = 0
+	return g.nextApp(out)
+}
+
+// nextApp keeps the i-th item of apps, or clears away what is not wanted
+// once all are kept.
+func (g *convergePass) nextApp(out []action) []action {
+	if g.i == len(g.apps) {
+		return g.unwanted(out)
 	}
-	return next(out, 0)
+	it := g.apps[g.i]
+	return g.keep(out, it.c, it.kind, it.policy)
+}
+
+// kept goes on from the container just kept; ok tells whether it runs as
+// asked. A sidecar started is followed by the next init container unless
+// its startup probe is to pass first; any other init container looked at
+// is followed by the app containers, started once it is done.
+func (g *convergePass) kept(out []action, ok bool) []action {
+	if !g.inInits {
+		g.i++
+		return g.nextApp(out)
+	}
+	if ctr := g.cur.ctr; isSidecar(ctr) && ok && ctr.StartupProbe == nil {
+		return g.inits(out, g.i+1)
+	}
+	g.justInitialized = false
+	return g.keepApps(out)
 }
 
 // keep decides and takes the next step for container ctr under policy,
-// then calls k with whether ctr runs as asked afterwards.
-func (g *convergePass) keep(out []action, ctr *v1.Container, kind pod.ContainerKind, policy v1.RestartPolicy, k func([]action, bool) []action) []action {
+// then hands on to kept.
+func (g *convergePass) keep(out []action, ctr *v1.Container, kind pod.ContainerKind, policy v1.RestartPolicy) []action {
 	c := g.c
+	g.cur = containerWork{ctr: ctr, kind: kind}
 	recs := g.v.in(g.sb.ID, ctr.Name)
 	running := len(recs) > 0 && recs[0].State == pod.TaskRunning && recs[0].Hash == pod.ContainerHash(ctr)
 	asked := c.takeRestart(ctr.Name)
 	if asked && running {
-		return c.restartRequested(out, g.p, ctr, recs[0], func(out []action, err error) []action {
-			if err != nil {
-				g.errs = append(g.errs, err)
-			}
-			// Look again at once: it starts again, its backoff reset.
-			g.later(g.now)
-			return k(out, false)
-		})
+		return g.restartRequested(out, ctr, recs[0])
 	}
 	if path, ok := c.mem.changed[ctr.Name]; ok {
 		delete(c.mem.changed, ctr.Name)
 		if running {
-			return c.restartChanged(out, g.p, ctr, recs[0], path, func(out []action, err error) []action {
-				if err != nil {
-					g.errs = append(g.errs, err)
-				}
-				g.later(g.now)
-				return k(out, false)
-			})
+			return g.restartChanged(out, ctr, recs[0], path)
 		}
 	}
 	if running {
 		if typ := c.unhealthy(recs[0].ID); typ != "" {
-			return c.killUnhealthy(out, g.p, ctr, recs[0], typ, func(out []action, err error) []action {
-				if err != nil {
-					g.errs = append(g.errs, err)
-				}
-				// Look again at once: it restarts as its policy says.
-				g.later(g.now)
-				return k(out, false)
-			})
+			return g.killUnhealthy(out, ctr, recs[0], typ)
 		}
 	}
 	if len(recs) > 0 && c.probes.killed[recs[0].ID] && policy != v1.RestartPolicyNever {
@@ -179,289 +186,35 @@ func (g *convergePass) keep(out []action, ctr *v1.Container, kind pod.ContainerK
 	if st.kind == stepWait {
 		g.later(st.until)
 		out = c.waitingBackOff(out, g.p, ctr.Name, st.until, g.now)
-		return k(out, false)
+		return g.kept(out, false)
 	}
-	return g.apply(out, ctr, kind, st, func(out []action, err error) []action {
-		if rl, ok := isRetry(err); ok {
-			// Already reported as an event; look again when the wait is over.
-			g.later(rl.at)
-		} else if err != nil {
-			g.errs = append(g.errs, err)
-		}
-		return k(out, err == nil)
-	})
+	g.cur.st = st
+	return g.apply(out)
 }
 
-// apply takes step st for container ctr: a container replaced is stopped
-// after its preStop hook, and a container started counts as started once
-// its postStart hook has returned. k gets what went wrong.
-func (g *convergePass) apply(out []action, ctr *v1.Container, kind pod.ContainerKind, st step, k func([]action, error) []action) []action {
-	c := g.c
-	switch st.kind {
-	case stepNone, stepWait:
-		return k(out, nil)
-	case stepReplace:
-		out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Killing", fmt.Sprintf("Container %s definition changed, will be restarted", ctr.Name)))
-		old := pod.Record{ID: st.id, Name: ctr.Name, Kind: kind}
-		if r := g.v.byID(st.id); r != nil {
-			old = *r
-		}
-		return c.stopOne(out, old, c.replaceGrace(g.p), g.p, func(out []action, err error) []action {
-			if err != nil {
-				return k(out, err)
-			}
-			return c.await(out, removeContainer{id: st.id}, func(o outcome) []action {
-				if err := o.(removed).err; err != nil {
-					return k(nil, err)
-				}
-				// The new spec starts without the old one's backoff.
-				delete(c.mem.streaks, ctr.Name)
-				return g.start(nil, ctr, kind, st, k)
-			})
-		})
-	case stepClear:
-		// Finished, not replaced: a start an earlier staticlet left under
-		// way may still run it, and a second container would then run the
-		// process twice.
-		return c.await(out, resumeContainer{id: st.id}, func(o outcome) []action {
-			r := o.(resumed)
-			if r.err != nil {
-				return c.await(nil, removeContainer{id: st.id}, func(o outcome) []action {
-					if err := o.(removed).err; err != nil {
-						return k(nil, err)
-					}
-					return g.start(nil, ctr, kind, st, k)
-				})
-			}
-			if r.rec.State != pod.TaskRunning {
-				return k(nil, nil) // it ran and exited: the next pass decides
-			}
-			req := pod.ContainerRequest{Pod: g.p, Sandbox: g.sb, Container: ctr, Kind: kind, Attempt: r.rec.Attempt}
-			return g.running(nil, r.rec, req, k)
-		})
+// applied goes on once the step applied to the current container is
+// taken, or failed with err.
+func (g *convergePass) applied(out []action, err error) []action {
+	if rl, ok := isRetry(err); ok {
+		// Already reported as an event; look again when the wait is over.
+		g.later(rl.at)
+	} else if err != nil {
+		g.errs = append(g.errs, err)
 	}
-	return g.start(out, ctr, kind, st, k)
+	return g.kept(out, err == nil)
 }
 
-// start starts container ctr, its image pulled first when its policy says.
-func (g *convergePass) start(out []action, ctr *v1.Container, kind pod.ContainerKind, st step, k func([]action, error) []action) []action {
-	c := g.c
-	if c.halted {
-		// The node is shutting down: nothing starts, and the pod's halt
-		// stops what runs.
-		return k(out, &retryLater{at: c.now})
+// restarted goes on once the current container, running, was stopped to
+// be restarted (a restart asked, a file changed, a probe failed), or
+// failed to stop with err.
+func (g *convergePass) restarted(out []action, err error) []action {
+	if err != nil {
+		g.errs = append(g.errs, err)
 	}
-	if retry := c.mem.failedStarts(ctr).retryAt; retry.After(c.now) {
-		return k(out, &retryLater{at: retry})
-	}
-	return g.ensureImage(out, ctr, func(out []action, err error) []action {
-		if err != nil {
-			out, err = c.startFailed(out, g.p, ctr, err)
-			return k(out, err)
-		}
-		attempt := max(st.attempt, c.mem.attempts[ctr.Name])
-		req := pod.ContainerRequest{Pod: g.p, Sandbox: g.sb, Container: ctr, Kind: kind, Attempt: attempt}
-		return c.await(out, startContainer{req: req}, func(o outcome) []action {
-			s := o.(started)
-			if s.err != nil {
-				out, err := c.startFailed(nil, g.p, ctr, s.err)
-				return k(out, err)
-			}
-			return g.running(nil, s.rec, req, k)
-		})
-	})
-}
-
-// running tells that container rec, started for req, runs, and runs its
-// postStart hook if it has one.
-func (g *convergePass) running(out []action, rec pod.Record, req pod.ContainerRequest, k func([]action, error) []action) []action {
-	c, ctr := g.c, req.Container
-	delete(c.mem.waiting, ctr.Name)
-	delete(c.mem.attempts, ctr.Name)
-	out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Started", fmt.Sprintf("Started container %s (%s)", ctr.Name, shortID(rec.ID))))
-	if ctr.Lifecycle == nil || ctr.Lifecycle.PostStart == nil {
-		return k(out, nil)
-	}
-	return c.postStart(out, rec, req, k)
-}
-
-// ensureImage pulls container ctr's image when its pull policy says so.
-// While the pull runs the pod is reported with ctr waiting in
-// ContainerCreating and a Pulling event, as the kubelet shows it; the pull
-// holds up only this pod.
-func (g *convergePass) ensureImage(out []action, ctr *v1.Container, k func([]action, error) []action) []action {
-	c := g.c
-	return c.await(out, checkImage{c: ctr}, func(o outcome) []action {
-		ic := o.(imageChecked)
-		if ic.err != nil {
-			return k(nil, ic.err)
-		}
-		if !ic.need {
-			var out []action
-			if ctr.ImagePullPolicy != v1.PullNever {
-				// The kubelet's message, and where the image was taken
-				// from when that is not the runtime's own store.
-				msg := fmt.Sprintf("Container image %q already present on machine", ctr.Image)
-				if ic.from != "" {
-					msg += fmt.Sprintf(" (taken from containerd namespace %q, no pull)", ic.from)
-				}
-				out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Pulled", msg))
-			}
-			return k(out, nil)
-		}
-		// Keep the failure count for the backoff; the last failure's
-		// message goes, so the next failure is told as an event again.
-		failed := c.mem.failedStarts(ctr)
-		c.mem.waiting[ctr.Name] = waitingState{reason: "ContainerCreating", failures: failed.failures, hash: failed.hash}
-		// The report is only for the status shown during the pull: a
-		// failed listing leaves the previous one, and the pass's own
-		// report follows.
-		return c.relist(nil, g.p, g.sb, func(out []action, _ error) []action {
-			out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Pulling", fmt.Sprintf("Pulling image %q", ctr.Image)))
-			return c.await(out, pullImage{c: ctr}, func(o outcome) []action {
-				pl := o.(pulled)
-				switch {
-				case pl.err == nil:
-					return k([]action{c.event(c.now, ctr.Name, pod.EventNormal, "Pulled",
-						fmt.Sprintf("Successfully pulled image %q in %s", ctr.Image, pl.took.Round(time.Millisecond)))}, nil)
-				case pl.present:
-					// Policy Always on a node that cannot reach the
-					// registry: run what the node has rather than nothing.
-					return k([]action{
-						c.event(c.now, ctr.Name, pod.EventWarning, "Failed", fmt.Sprintf("%v; using the image already present", pl.err)),
-						note{warn: true, msg: "pull failed; using the image already present", args: []any{"image", ctr.Image, "err", pl.err}},
-					}, nil)
-				}
-				return k(nil, pl.err)
-			})
-		})
-	})
-}
-
-// startFailed records why container ctr could not start, and when to try
-// again: failed starts back off like crashes, so that a missing image is
-// not pulled again every second. The error it returns is a retryLater.
-func (c *podCore) startFailed(out []action, p *pod.Pod, ctr *v1.Container, err error) ([]action, error) {
-	reason := pod.WaitingReason(err, "CreateContainerError")
-	cur := c.mem.failedStarts(ctr)
-	if cur.message != err.Error() {
-		out = append(out, c.event(c.now, ctr.Name, pod.EventWarning, "Failed", err.Error()))
-	}
-	failures := cur.failures + 1
-	retry := c.now.Add(c.backoff.Delay(failures))
-	if reason == "ErrImagePull" && failures > 1 {
-		reason = "ImagePullBackOff"
-		out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", ctr.Image)))
-	}
-	c.mem.waiting[ctr.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: retry, hash: pod.ContainerHash(ctr)}
-	return out, &retryLater{at: retry, err: fmt.Errorf("starting container %q of pod %s: %w", ctr.Name, p, err)}
-}
-
-// waitingBackOff records that container name waits in CrashLoopBackOff and
-// says so once per restart.
-func (c *podCore) waitingBackOff(out []action, p *pod.Pod, name string, until, now time.Time) []action {
-	msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", until.Sub(now).Round(time.Second), name, p.Name)
-	if cur, ok := c.mem.waiting[name]; !ok || cur.reason != "CrashLoopBackOff" {
-		out = append(out, c.event(c.now, name, pod.EventWarning, "BackOff", fmt.Sprintf("Back-off restarting failed container %s in pod %s", name, p.Name)))
-	}
-	c.mem.waiting[name] = waitingState{reason: "CrashLoopBackOff", message: msg}
-	return out
-}
-
-// postStart runs the postStart hook of container rec, just started for
-// req, as the kubelet does: until it returns the container does not count
-// as started. A failed hook is a FailedPostStartHook event, and the
-// container is stopped (its preStop hook included) so that its restart
-// policy decides what follows; k then gets a retryLater for the next look.
-// A hook made pointless by a new spec is abandoned.
-func (c *podCore) postStart(out []action, rec pod.Record, req pod.ContainerRequest, k func([]action, error) []action) []action {
-	c.hook = &runningHook{pod: req.Pod, container: req.Container}
-	return c.await(out, postStart{rec: rec, req: req}, func(o outcome) []action {
-		c.hook = nil
-		h := o.(hookRan)
-		ctr := req.Container
-		switch {
-		case h.err == nil:
-			return k(nil, nil)
-		case h.abandoned:
-			// The spec changed under the hook, or the node is shutting
-			// down: the next look replaces or removes the container, or
-			// the halt stops it.
-			why := "the pod changed"
-			if c.halted {
-				why = "the node is shutting down"
-			}
-			return k([]action{note{msg: "postStart hook abandoned: " + why, args: []any{"container", ctr.Name}}}, &retryLater{at: c.now})
-		}
-		out := []action{
-			c.event(c.now, ctr.Name, pod.EventWarning, "FailedPostStartHook", h.msg),
-			c.event(c.now, ctr.Name, pod.EventNormal, "Killing", fmt.Sprintf("Container %s failed post-start hook, will be killed", ctr.Name)),
-		}
-		return c.stopOne(out, rec, podGrace(req.Pod), req.Pod, func(out []action, err error) []action {
-			if err != nil {
-				return k(out, fmt.Errorf("stopping container %q of pod %s after its postStart hook failed: %w", ctr.Name, req.Pod, err))
-			}
-			return k(out, &retryLater{at: c.now, err: fmt.Errorf("postStart hook of container %q of pod %s: %w", ctr.Name, req.Pod, h.err)})
-		})
-	})
-}
-
-// hookObsolete tells whether the postStart hook under way is pointless:
-// its container will be stopped for the desired pod, or the node is
-// shutting down.
-func (c *podCore) hookObsolete() bool {
-	return c.hook != nil && (c.halted || c.hook.obsolete(c.desired))
-}
-
-// runningHook is the postStart hook under way.
-type runningHook struct {
-	pod       *pod.Pod
-	container *v1.Container
-}
-
-// obsolete tells whether the container the hook runs for will be stopped
-// for desired: the pod is removed or replaced, or the container changed or
-// dropped, as pod.Compare (and `staticlet diff`) decides it.
-func (h *runningHook) obsolete(desired *pod.Pod) bool {
-	return pod.Compare(h.pod, desired).Affects(h.container.Name)
-}
-
-// killUnhealthy stops running container r of ctr, whose liveness or
-// startup probe failed, with the probe's grace period, else the pod's, as
-// the kubelet does; its restart policy then decides on a restart.
-func (c *podCore) killUnhealthy(out []action, p *pod.Pod, ctr *v1.Container, r pod.Record, typ pod.ProbeType, k func([]action, error) []action) []action {
-	pr := ctr.LivenessProbe
-	if typ == pod.Startup {
-		pr = ctr.StartupProbe
-	}
-	grace := podGrace(p)
-	if pr != nil && pr.TerminationGracePeriodSeconds != nil {
-		grace = time.Duration(*pr.TerminationGracePeriodSeconds) * time.Second
-	}
-	kind := strings.ToLower(string(typ))
-	out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Killing", fmt.Sprintf("Container %s failed %s probe, will be restarted", ctr.Name, kind)))
-	c.probes.killed[r.ID] = true
-	return c.stopOne(out, r, grace, p, func(out []action, err error) []action {
-		if err != nil {
-			err = fmt.Errorf("stopping container %q of pod %s after its %s probe failed: %w", ctr.Name, p, kind, err)
-		}
-		return k(out, err)
-	})
-}
-
-// restartChanged stops running container r of ctr, a file it mounts
-// (path) having changed, with the pod's grace period; it restarts as after
-// a failed liveness probe: unless its restart policy is Never.
-func (c *podCore) restartChanged(out []action, p *pod.Pod, ctr *v1.Container, r pod.Record, path string, k func([]action, error) []action) []action {
-	out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "Killing",
-		fmt.Sprintf("Container %s: the content of %s, which it mounts, changed (%s); it will be restarted", ctr.Name, path, pod.AnnotationRestartOnChange)))
-	c.probes.killed[r.ID] = true
-	return c.stopOne(out, r, podGrace(p), p, func(out []action, err error) []action {
-		if err != nil {
-			err = fmt.Errorf("stopping container %q of pod %s after %s changed: %w", ctr.Name, p, path, err)
-		}
-		return k(out, err)
-	})
+	// Look again at once: it starts again as its policy says, its backoff
+	// reset when a restart was asked.
+	g.later(g.now)
+	return g.kept(out, false)
 }
 
 // unwanted stops and removes containers the spec no longer has, and all
@@ -488,13 +241,16 @@ func (g *convergePass) unwanted(out []action) []action {
 	}
 	c := g.c
 	out = append(out, c.killing(unwanted)...)
-	return c.await(out, c.stopAll(unwanted, c.replaceGrace(g.p), g.p, true), func(o outcome) []action {
-		out, err := c.stoppedOutcome(o)
-		if err != nil {
-			g.errs = append(g.errs, err)
-		}
-		return g.stopTerminal(out)
-	})
+	return c.wait(out, atConvStopUnwanted, c.stopAll(unwanted, c.replaceGrace(g.p), g.p, true))
+}
+
+// unwantedStopped goes on to what a terminal pod still runs.
+func (g *convergePass) unwantedStopped(s stopped) []action {
+	out, err := g.c.stoppedEvents(s)
+	if err != nil {
+		g.errs = append(g.errs, err)
+	}
+	return g.stopTerminal(out)
 }
 
 // stopTerminal stops what still runs in a pod that is done: its sidecars,
@@ -503,20 +259,8 @@ func (g *convergePass) unwanted(out []action) []action {
 // containers stay, for their status.
 func (g *convergePass) stopTerminal(out []action) []action {
 	c := g.c
-	if !g.terminal || c.sb.termSent {
+	if !g.terminal || c.sandbox.termSent {
 		return g.finish(out)
-	}
-	stopSandbox := func(out []action) []action {
-		sb := stopOrder{rec: pod.Record{ID: g.sb.ID, Kind: pod.KindSandbox}, grace: sandboxGrace}
-		return c.await(out, stopGroup{stops: []stopOrder{sb}, sequential: true}, func(o outcome) []action {
-			out, err := c.stoppedOutcome(o)
-			if err != nil {
-				g.errs = append(g.errs, err)
-			} else {
-				c.sb.termSent = true
-			}
-			return g.finish(out)
-		})
 	}
 	var stops []stopOrder
 	add := func(ctr *v1.Container) {
@@ -536,16 +280,36 @@ func (g *convergePass) stopTerminal(out []action) []action {
 		}
 	}
 	if len(stops) == 0 {
-		return stopSandbox(out)
+		return g.stopSandbox(out)
 	}
-	return c.await(out, stopGroup{stops: stops, sequential: true}, func(o outcome) []action {
-		out, err := c.stoppedOutcome(o)
-		if err != nil {
-			g.errs = append(g.errs, err)
-			return g.finish(out)
-		}
-		return stopSandbox(out)
-	})
+	return c.wait(out, atConvStopSidecars, stopGroup{stops: stops, sequential: true})
+}
+
+// sidecarsStopped goes on to the terminal pod's sandbox.
+func (g *convergePass) sidecarsStopped(s stopped) []action {
+	out, err := g.c.stoppedEvents(s)
+	if err != nil {
+		g.errs = append(g.errs, err)
+		return g.finish(out)
+	}
+	return g.stopSandbox(out)
+}
+
+// stopSandbox stops the sandbox of a terminal pod.
+func (g *convergePass) stopSandbox(out []action) []action {
+	sb := stopOrder{rec: pod.Record{ID: g.sb.ID, Kind: pod.KindSandbox}, grace: sandboxGrace}
+	return g.c.wait(out, atConvStopSandbox, stopGroup{stops: []stopOrder{sb}, sequential: true})
+}
+
+// sandboxStopped ends the containers' part of the pass.
+func (g *convergePass) sandboxStopped(s stopped) []action {
+	out, err := g.c.stoppedEvents(s)
+	if err != nil {
+		g.errs = append(g.errs, err)
+	} else {
+		g.c.sandbox.termSent = true
+	}
+	return g.finish(out)
 }
 
 // finish hands the pass on with how soon to look again.
@@ -554,7 +318,7 @@ func (g *convergePass) finish(out []action) []action {
 	if !g.wakeAt.IsZero() {
 		again = max(g.wakeAt.Sub(g.now), time.Millisecond)
 	}
-	return g.then(out, again, errors.Join(g.errs...))
+	return g.c.converged(out, again, errors.Join(g.errs...))
 }
 
 // initDone tells whether the pod's init containers have all succeeded in

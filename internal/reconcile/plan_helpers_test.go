@@ -89,10 +89,10 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 					// For writing a new scenario's wants: each turn's
 					// actions, to be read and judged, not pasted blindly.
 					j, _ := json.Marshal(got)
-					t.Logf("turn %d: %s", i+1, j)
+					t.Logf("turn %d: %s (then at %s)", i+1, j, c.pass.at)
 				}
 				if !linesMatch(got, tu.want) {
-					t.Errorf("turn %d, %s:\ngot\n\t%s\nwant\n\t%s", i+1, describe(tu.in),
+					t.Errorf("turn %d, %s (then at %s):\ngot\n\t%s\nwant\n\t%s", i+1, describe(tu.in), c.pass.at,
 						strings.Join(got, "\n\t"), strings.Join(tu.want, "\n\t"))
 				}
 			}
@@ -165,10 +165,41 @@ func (pl *player) acts(acts []action) []string {
 			pl.t.Errorf("actions %q end in neither an I/O action nor a finish", out)
 		}
 	}
-	if (pl.pending == nil) != (pl.c.cont == nil) {
-		pl.t.Errorf("after %q the core has a continuation: %v", out, pl.c.cont != nil)
+	if (pl.pending == nil) != (pl.c.pass.at == idle) {
+		pl.t.Errorf("after %q the core waits: %v (at %s)", out, pl.c.pass.at != idle, pl.c.pass.at)
+	}
+	if a := fmt.Sprintf("%T", pl.pending); pl.pending != nil && stageAction[pl.c.pass.at] != a {
+		pl.t.Errorf("after %q the pass waits at %s, which waits on a %s, but the action pending is a %s", out, pl.c.pass.at, stageAction[pl.c.pass.at], a)
 	}
 	return out
+}
+
+// stageAction names the action each stage waits on, as %T prints it.
+var stageAction = map[stage]string{
+	atSyncList:         "reconcile.listPod",
+	atSyncStopStale:    "reconcile.stopGroup",
+	atSyncRemoveStale:  "reconcile.removeFiles",
+	atSyncCreate:       "reconcile.createSandbox",
+	atSyncStartPause:   "reconcile.startSandbox",
+	atSyncStartLater:   "reconcile.startSandbox",
+	atSyncReport:       "reconcile.listPod",
+	atConvStopOne:      "reconcile.stopGroup",
+	atConvRemoveOne:    "reconcile.removeContainer",
+	atConvResume:       "reconcile.resumeContainer",
+	atConvCheckImage:   "reconcile.checkImage",
+	atConvPullReport:   "reconcile.listPod",
+	atConvPull:         "reconcile.pullImage",
+	atConvStart:        "reconcile.startContainer",
+	atConvPostStart:    "reconcile.postStart",
+	atConvStopUnwanted: "reconcile.stopGroup",
+	atConvStopSidecars: "reconcile.stopGroup",
+	atConvStopSandbox:  "reconcile.stopGroup",
+	atRemoveList:       "reconcile.listPod",
+	atRemoveStop:       "reconcile.stopGroup",
+	atRemoveFiles:      "reconcile.removeFiles",
+	atHaltList:         "reconcile.listPod",
+	atHaltStop:         "reconcile.stopGroup",
+	atHaltReport:       "reconcile.listPod",
 }
 
 // outcomeOf names the outcome of each action that does I/O, both as %T

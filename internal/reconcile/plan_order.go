@@ -84,11 +84,11 @@ func (c *podCore) awaitDeps(out []action, p *pod.Pod) (wait bool, _ []action) {
 			fmt.Sprintf("Starting without waiting any longer for pod %s to be Ready (%s): waited %s", list, pod.AnnotationAfter, c.order.limit)))
 	}
 	msg := fmt.Sprintf("waiting for pod %s to be Ready (%s), at most %s more", list, pod.AnnotationAfter, until.Sub(c.now).Round(time.Second))
-	if c.sb.down.reason != "WaitingForPods" {
+	if c.sandbox.down.reason != "WaitingForPods" {
 		out = append(out, c.event(c.now, "", pod.EventNormal, "WaitingForPods",
 			fmt.Sprintf("Waiting for pod %s to be Ready before starting (at most %s)", list, c.order.limit)))
 	}
-	c.sb.down = waitingState{reason: "WaitingForPods", message: msg}
+	c.sandbox.down = waitingState{reason: "WaitingForPods", message: msg}
 	return true, out
 }
 

@@ -24,32 +24,45 @@ const sandboxGrace = 2 * time.Second
 // grace period the hook used: the kubelet's minimum of 2 seconds.
 const minGraceAfterPreStop = 2 * time.Second
 
+// The status of a pod stopped for a node shutdown, in the kubelet's words
+// (pkg/kubelet/nodeshutdown).
+const (
+	nodeShutdownReason  = "Terminated"
+	nodeShutdownMessage = "Pod was terminated in response to imminent node shutdown."
+)
+
 // beginRemove starts a pass that terminates everything the pod has and
 // deletes it. It ends with gone set once nothing of the pod is left.
 func (c *podCore) beginRemove() []action {
-	return c.await(nil, listPod{}, func(o outcome) []action {
-		l := o.(listed)
-		if l.err != nil {
-			return done(nil, 0, l.err)
-		}
-		var out []action
-		if len(l.recs) > 0 {
-			out = append(out, c.event(c.now, "", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed"))
-			out = c.reportTerminating(out, l.recs)
-		}
-		out = append(out, probe{}, watchFiles{})
-		if len(l.recs) == 0 {
-			return c.removeFiles(out, nil)
-		}
-		out = append(out, c.killing(l.recs)...)
-		return c.await(out, c.stopAll(l.recs, c.grace(), nil, true), func(o outcome) []action {
-			out, err := c.stoppedOutcome(o)
-			if err != nil {
-				return done(out, 0, err)
-			}
-			return c.removeFiles(out, l.recs)
-		})
-	})
+	return c.wait(nil, atRemoveList, listPod{})
+}
+
+// removeListed stops everything the listing found.
+func (c *podCore) removeListed(l listed) []action {
+	if l.err != nil {
+		return done(nil, 0, l.err)
+	}
+	var out []action
+	if len(l.recs) > 0 {
+		out = append(out, c.event(c.now, "", pod.EventNormal, "Killing", "Stopping pod: its manifest was removed"))
+		out = c.reportTerminating(out, l.recs)
+	}
+	out = append(out, probe{}, watchFiles{})
+	if len(l.recs) == 0 {
+		return c.removeFiles(out, nil)
+	}
+	c.pass.recs = l.recs
+	out = append(out, c.killing(l.recs)...)
+	return c.wait(out, atRemoveStop, c.stopAll(l.recs, c.grace(), nil, true))
+}
+
+// removeStopped removes the files of what was stopped.
+func (c *podCore) removeStopped(s stopped) []action {
+	out, err := c.stoppedEvents(s)
+	if err != nil {
+		return done(out, 0, err)
+	}
+	return c.removeFiles(out, c.pass.recs)
 }
 
 // reportTerminating reports the pod being removed as the apiserver shows
@@ -87,25 +100,30 @@ func (c *podCore) removeFiles(out []action, recs []pod.Record) []action {
 		uids = append(uids, uid)
 	}
 	slices.Sort(uids)
-	gone := func(out []action, err error) []action {
-		return append(out, forget{}, finish{err: err, gone: err == nil})
-	}
 	if len(uids) == 0 {
 		return gone(out, nil)
 	}
-	return c.await(out, removeFiles{uids: uids, all: true}, func(o outcome) []action {
-		fr := o.(filesRemoved)
-		var errs []error
-		for _, uid := range fr.done {
-			delete(c.filesLeft, uid)
+	c.pass.uids = uids
+	return c.wait(out, atRemoveFiles, removeFiles{uids: uids, all: true})
+}
+
+// filesGone ends a remove pass once the files are removed, or not.
+func (c *podCore) filesGone(fr filesRemoved) []action {
+	var errs []error
+	for _, uid := range fr.done {
+		delete(c.filesLeft, uid)
+	}
+	for _, uid := range c.pass.uids {
+		if err := fr.failed[uid]; err != nil {
+			errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", c.key, err))
 		}
-		for _, uid := range uids {
-			if err := fr.failed[uid]; err != nil {
-				errs = append(errs, fmt.Errorf("removing the files of pod %s: %w", c.key, err))
-			}
-		}
-		return gone(nil, errors.Join(errs...))
-	})
+	}
+	return gone(nil, errors.Join(errs...))
+}
+
+// gone ends a remove pass: the pod is gone unless err.
+func gone(out []action, err error) []action {
+	return append(out, forget{}, finish{err: err, gone: err == nil})
 }
 
 // beginHalt starts a pass that stops every container of the pod for a node
@@ -113,41 +131,53 @@ func (c *podCore) removeFiles(out []action, recs []pod.Record) []action {
 // status, and reports the pod as terminated by the node shutdown.
 func (c *podCore) beginHalt(limit time.Duration) []action {
 	c.halted = true
-	p := c.desired
-	return c.await(nil, listPod{}, func(o outcome) []action {
-		l := o.(listed)
-		if l.err != nil {
-			return done(nil, 0, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", c.key, l.err))
-		}
-		out := []action{probe{}, watchFiles{}}
-		grace := c.grace()
-		if p != nil {
-			grace = podGrace(p)
-			out = append(out, c.event(c.now, "", pod.EventNormal, "NodeShutdown", nodeShutdownMessage))
-		}
-		grace = min(grace, limit)
-		out = append(out, c.killing(l.recs)...)
-		return c.await(out, c.stopAll(l.recs, grace, p, false), func(o outcome) []action {
-			out, err := c.stoppedOutcome(o)
-			if err != nil {
-				err = fmt.Errorf("stopping pod %s for the node shutdown: %w", c.key, err)
-			}
-			if p == nil {
-				return done(out, 0, err) // a pod being removed: it goes, and has no status to report
-			}
-			return c.await(out, listPod{}, func(o outcome) []action {
-				l := o.(listed)
-				if l.err != nil {
-					return done(nil, 0, errors.Join(err, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", c.key, l.err)))
-				}
-				v := newView(l.recs)
-				sb, _ := v.current(p)
-				st := buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now})
-				shutDownStatus(&st.Status, c.now)
-				return done(c.reportStatus(nil, st), 0, err)
-			})
-		})
-	})
+	c.pass.p, c.pass.limit = c.desired, limit
+	return c.wait(nil, atHaltList, listPod{})
+}
+
+// haltListed stops what the listing found.
+func (c *podCore) haltListed(l listed) []action {
+	if l.err != nil {
+		return done(nil, 0, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", c.key, l.err))
+	}
+	p := c.pass.p
+	out := []action{probe{}, watchFiles{}}
+	grace := c.grace()
+	if p != nil {
+		grace = podGrace(p)
+		out = append(out, c.event(c.now, "", pod.EventNormal, "NodeShutdown", nodeShutdownMessage))
+	}
+	grace = min(grace, c.pass.limit)
+	out = append(out, c.killing(l.recs)...)
+	return c.wait(out, atHaltStop, c.stopAll(l.recs, grace, p, false))
+}
+
+// haltStopped lists the pod again to report it, unless it is being
+// removed: it goes, and has no status to report.
+func (c *podCore) haltStopped(s stopped) []action {
+	out, err := c.stoppedEvents(s)
+	if err != nil {
+		err = fmt.Errorf("stopping pod %s for the node shutdown: %w", c.key, err)
+	}
+	if c.pass.p == nil {
+		return done(out, 0, err)
+	}
+	c.pass.err = err
+	return c.wait(out, atHaltReport, listPod{})
+}
+
+// haltReported ends a halt pass with the pod reported as terminated by
+// the node shutdown.
+func (c *podCore) haltReported(l listed) []action {
+	p, err := c.pass.p, c.pass.err
+	if l.err != nil {
+		return done(nil, 0, errors.Join(err, fmt.Errorf("listing the containers of pod %s for the node shutdown: %w", c.key, l.err)))
+	}
+	v := newView(l.recs)
+	sb, _ := v.current(p)
+	st := buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now})
+	shutDownStatus(&st.Status, c.now)
+	return done(c.reportStatus(nil, st), 0, err)
 }
 
 // stopAll stops recs, each with grace (which its preStop hook shares; p,
@@ -182,14 +212,6 @@ func (c *podCore) killing(recs []pod.Record) []action {
 	return out
 }
 
-// stopOne stops container r, started from a spec of p or of the pod as
-// last specified, after its preStop hook; k gets what went wrong.
-func (c *podCore) stopOne(out []action, r pod.Record, grace time.Duration, p *pod.Pod, k func([]action, error) []action) []action {
-	return c.await(out, stopGroup{stops: []stopOrder{c.stopOrder(r, grace, p)}, sequential: true}, func(o outcome) []action {
-		return k(c.stoppedOutcome(o))
-	})
-}
-
 // stopOrder is the order to stop r with grace: its preStop hook first,
 // when the spec it was started from has one and it runs. grace bounds the
 // two together, as with the kubelet.
@@ -204,10 +226,9 @@ func (c *podCore) stopOrder(r pod.Record, grace time.Duration, p *pod.Pod) stopO
 	return o
 }
 
-// stoppedOutcome turns the outcome of a stopGroup into its events (a
+// stoppedEvents turns the outcome of a stopGroup into its events (a
 // preStop hook that failed) and its error.
-func (c *podCore) stoppedOutcome(o outcome) ([]action, error) {
-	s := o.(stopped)
+func (c *podCore) stoppedEvents(s stopped) ([]action, error) {
 	var out []action
 	for _, f := range s.hookFailed {
 		out = append(out, c.event(c.now, f.container, pod.EventWarning, "FailedPreStopHook", f.msg))
@@ -247,4 +268,26 @@ func podGrace(p *pod.Pod) time.Duration {
 		return time.Duration(*p.Spec.TerminationGracePeriodSeconds) * time.Second
 	}
 	return defaultGrace
+}
+
+// shutDownStatus marks st as the status of a pod the node shutdown
+// terminated, as the kubelet does: phase Failed, its reason and message,
+// and a DisruptionTarget condition.
+func shutDownStatus(st *v1.PodStatus, now time.Time) {
+	st.Phase = v1.PodFailed
+	st.Reason = nodeShutdownReason
+	st.Message = nodeShutdownMessage
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == v1.PodReady || st.Conditions[i].Type == v1.ContainersReady {
+			st.Conditions[i].Status = v1.ConditionFalse
+			st.Conditions[i].Reason = "PodCompleted"
+		}
+	}
+	st.Conditions = append(st.Conditions, v1.PodCondition{
+		Type:               v1.DisruptionTarget,
+		Status:             v1.ConditionTrue,
+		LastTransitionTime: metav1.NewTime(now),
+		Reason:             v1.PodReasonTerminationByKubelet,
+		Message:            nodeShutdownMessage,
+	})
 }

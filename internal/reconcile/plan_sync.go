@@ -9,9 +9,9 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// syncPass is what a pass that converges a desired pod knows as it goes.
+// syncPass is what a pass that converges a desired pod (pass.p) knows
+// as it goes.
 type syncPass struct {
-	p  *pod.Pod
 	v  view
 	sb pod.Record // the current sandbox
 	ok bool       // sb exists and is kept
@@ -20,39 +20,45 @@ type syncPass struct {
 	// pause is started after its containers; restart when its pause is
 	// started again in place, after them too.
 	startLater, restart bool
+	// keepUID is the pod UID of the sandbox kept, whose files stay.
+	keepUID string
+	// reportSB is the sandbox the next report tells of, unless the
+	// listing has a current one.
+	reportSB pod.Record
+	// again is how soon to look again, once the pass has reported.
+	again time.Duration
 }
 
 // beginSync starts a pass that converges pod p one step and reports its
 // status.
 func (c *podCore) beginSync(out []action, p *pod.Pod) []action {
-	return c.await(out, listPod{}, func(o outcome) []action {
-		l := o.(listed)
-		if l.err != nil {
-			return c.endSync(nil, p, 0, l.err)
-		}
-		return c.syncListed(p, newView(l.recs))
-	})
+	c.pass.p = p
+	return c.wait(out, atSyncList, listPod{})
 }
 
-// endSync ends a sync pass of p.
-func (c *podCore) endSync(out []action, p *pod.Pod, again time.Duration, err error) []action {
-	c.last = p
+// endSync ends a sync pass.
+func (c *podCore) endSync(out []action, again time.Duration, err error) []action {
+	c.last = c.pass.p
 	return done(out, again, err)
 }
 
 // syncListed decides what the pod's sandbox needs, and clears away what
 // belongs to no sandbox the pod keeps.
-func (c *podCore) syncListed(p *pod.Pod, v view) []action {
-	s := &syncPass{p: p, v: v}
-	s.sb, s.ok = v.current(p)
+func (c *podCore) syncListed(l listed) []action {
+	p := c.pass.p
+	if l.err != nil {
+		return c.endSync(nil, 0, l.err)
+	}
+	s := &c.pass.sync
+	s.v = newView(l.recs)
+	s.sb, s.ok = s.v.current(p)
 	var out []action
-	s.d, out = c.decideSandbox(out, p, v, s.sb, s.ok)
+	s.d, out = c.decideSandbox(out, p, s.v, s.sb, s.ok)
 	switch s.d.step {
 	case sandboxWait:
 		if !s.ok || !inPlace(p, s.sb) {
 			// Nothing of the pod runs without its sandbox: wait for it.
-			due := c.sandboxDue()
-			return c.relist(out, p, s.sb, func(out []action, err error) []action { return c.endSync(out, p, due, err) })
+			return c.report(out, s.sb, c.sandboxDue(), nil)
 		}
 		// The containers run on meanwhile.
 	case sandboxRestart:
@@ -62,42 +68,51 @@ func (c *podCore) syncListed(p *pod.Pod, v view) []action {
 		out = append(out, c.event(c.now, "", pod.EventNormal, "SandboxChanged", "Pod sandbox changed, it will be killed and re-created."))
 		s.ok = false
 	}
-	keep, keepUID := "", ""
+	keep := ""
 	if s.ok {
-		keep, keepUID = s.sb.ID, s.sb.PodUID
+		keep, s.keepUID = s.sb.ID, s.sb.PodUID
 	}
-	stale := v.stale(keep)
+	stale := s.v.stale(keep)
 	if len(stale) == 0 {
-		return c.syncCreate(out, s)
+		return c.syncCreate(out)
 	}
-	c.noteAttempts(v, p)
+	c.noteAttempts(s.v, p)
+	c.pass.recs = stale
 	out = append(out, c.killing(stale)...)
-	return c.await(out, c.stopAll(stale, c.replaceGrace(p), p, true), func(o outcome) []action {
-		out, err := c.stoppedOutcome(o)
-		if err != nil {
-			return c.endSync(out, p, 0, err)
+	return c.wait(out, atSyncStopStale, c.stopAll(stale, c.replaceGrace(p), p, true))
+}
+
+// staleStopped removes the files of the pods whose sandboxes were
+// stopped: the files of a replaced pod go with it; a sandbox re-created
+// for the same pod keeps them (emptyDir content survives, as with the
+// kubelet).
+func (c *podCore) staleStopped(st stopped) []action {
+	out, err := c.stoppedEvents(st)
+	if err != nil {
+		return c.endSync(out, 0, err)
+	}
+	p := c.pass.p
+	var uids []string
+	for _, r := range c.pass.recs {
+		if r.Kind == pod.KindSandbox && r.PodUID != string(p.UID) && r.PodUID != c.pass.sync.keepUID {
+			uids = append(uids, r.PodUID)
 		}
-		// The files of a replaced pod go with it; a sandbox re-created for
-		// the same pod keeps them (emptyDir content survives, as with the
-		// kubelet).
-		var uids []string
-		for _, r := range stale {
-			if r.Kind == pod.KindSandbox && r.PodUID != string(p.UID) && r.PodUID != keepUID {
-				uids = append(uids, r.PodUID)
-			}
+	}
+	if len(uids) == 0 {
+		return c.syncCreate(out)
+	}
+	c.pass.uids = uids
+	return c.wait(out, atSyncRemoveStale, removeFiles{uids: uids})
+}
+
+// staleFilesRemoved goes on to the sandbox once the stale files are gone.
+func (c *podCore) staleFilesRemoved(fr filesRemoved) []action {
+	for _, uid := range c.pass.uids {
+		if err := fr.failed[uid]; err != nil {
+			return c.endSync(nil, 0, fmt.Errorf("removing the files of replaced pod %s: %w", c.key, err))
 		}
-		if len(uids) == 0 {
-			return c.syncCreate(out, s)
-		}
-		return c.await(out, removeFiles{uids: uids}, func(o outcome) []action {
-			for _, uid := range uids {
-				if err := o.(filesRemoved).failed[uid]; err != nil {
-					return c.endSync(nil, p, 0, fmt.Errorf("removing the files of replaced pod %s: %w", c.key, err))
-				}
-			}
-			return c.syncCreate(nil, s)
-		})
-	})
+	}
+	return c.syncCreate(nil)
 }
 
 // syncCreate creates the pod's sandbox when it has none to keep. The pause
@@ -107,123 +122,148 @@ func (c *podCore) syncListed(p *pod.Pod, v view) []action {
 // pinned namespaces by path: the app runs sooner, and two runc starts do
 // not compete for the CPU. A sandbox without a pause process is up once
 // made.
-func (c *podCore) syncCreate(out []action, s *syncPass) []action {
-	if s.ok {
-		return c.syncContainers(out, s)
+func (c *podCore) syncCreate(out []action) []action {
+	if c.pass.sync.ok {
+		return c.syncContainers(out)
 	}
-	p := s.p
-	wait, out := c.awaitDeps(out, p)
+	wait, out := c.awaitDeps(out, c.pass.p)
 	if wait {
 		due := max(c.order.since.Add(c.order.limit).Sub(c.now), time.Millisecond)
-		return c.relist(out, p, pod.Record{}, func(out []action, err error) []action { return c.endSync(out, p, due, err) })
+		return c.report(out, pod.Record{}, due, nil)
 	}
-	return c.create(out, s)
+	c.sandbox.retry.attempted()
+	return c.wait(out, atSyncCreate, createSandbox{pod: c.pass.p})
 }
 
-// create makes the pod's sandbox.
-func (c *podCore) create(out []action, s *syncPass) []action {
-	p := s.p
-	c.sb.retry.attempted()
-	return c.await(out, createSandbox{pod: p}, func(o outcome) []action {
-		m := o.(sandboxMade)
-		if m.err != nil {
-			// Told of in an event; tried again after the backoff.
-			out := c.sandboxFailed(nil, m.err)
-			out = append(out, note{warn: true, msg: "creating the pod's sandbox", args: []any{"err", m.err}})
-			due := c.sandboxDue()
-			return c.relist(out, p, pod.Record{}, func(out []action, err error) []action { return c.endSync(out, p, due, err) })
-		}
-		s.sb, s.v = m.rec, newView([]pod.Record{m.rec})
-		c.sb.termSent = false
-		if m.rec.NoPause {
-			c.sb.down = waitingState{}
-			return c.syncContainers(nil, s)
-		}
-		if !sharesPID(p) {
-			s.startLater = true
-			return c.syncContainers(nil, s)
-		}
-		c.sb.retry.attempted()
-		return c.await(nil, startSandbox{sb: m.rec}, func(o outcome) []action {
-			st := o.(sandboxStarted)
-			if st.err != nil {
-				out := c.sandboxFailed(nil, st.err)
-				out = append(out, note{warn: true, msg: "starting the pod's sandbox", args: []any{"err", st.err}})
-				due := c.sandboxDue()
-				return c.relist(out, p, st.rec, func(out []action, err error) []action { return c.endSync(out, p, due, err) })
-			}
-			c.sb.down = waitingState{}
-			s.sb = st.rec
-			return c.syncContainers(nil, s)
-		})
-	})
+// sandboxCreated starts the pause of the sandbox made, or goes on to the
+// containers.
+func (c *podCore) sandboxCreated(m sandboxMade) []action {
+	if m.err != nil {
+		// Told of in an event; tried again after the backoff.
+		out := c.sandboxFailed(nil, m.err)
+		out = append(out, note{warn: true, msg: "creating the pod's sandbox", args: []any{"err", m.err}})
+		return c.report(out, pod.Record{}, c.sandboxDue(), nil)
+	}
+	s := &c.pass.sync
+	s.sb, s.v = m.rec, newView([]pod.Record{m.rec})
+	c.sandbox.termSent = false
+	if m.rec.NoPause {
+		c.sandbox.down = waitingState{}
+		return c.syncContainers(nil)
+	}
+	if !sharesPID(c.pass.p) {
+		s.startLater = true
+		return c.syncContainers(nil)
+	}
+	c.sandbox.retry.attempted()
+	return c.wait(nil, atSyncStartPause, startSandbox{sb: m.rec})
 }
 
-// syncContainers converges the pod's containers, then starts its pause
-// when it is to start after them, and reports.
-func (c *podCore) syncContainers(out []action, s *syncPass) []action {
-	out = append(out, c.reportOOMKills(s.v)...)
-	return c.converge(out, s.p, s.sb, s.v, func(out []action, again time.Duration, err error) []action {
-		if !s.startLater && !s.restart {
-			return c.syncReport(out, s, again, err)
+// pauseStarted goes on to the containers once the pause process runs.
+func (c *podCore) pauseStarted(st sandboxStarted) []action {
+	if st.err != nil {
+		out := c.sandboxFailed(nil, st.err)
+		out = append(out, note{warn: true, msg: "starting the pod's sandbox", args: []any{"err", st.err}})
+		return c.report(out, st.rec, c.sandboxDue(), nil)
+	}
+	c.sandbox.down = waitingState{}
+	c.pass.sync.sb = st.rec
+	return c.syncContainers(nil)
+}
+
+// syncContainers converges the pod's containers (plan_converge.go), which
+// then hands on to converged.
+func (c *podCore) syncContainers(out []action) []action {
+	out = append(out, c.reportOOMKills(c.pass.sync.v)...)
+	return c.converge(out)
+}
+
+// converged starts the pause when it is to start after the containers,
+// and reports; again and err are what converging the containers came to.
+func (c *podCore) converged(out []action, again time.Duration, err error) []action {
+	s := &c.pass.sync
+	if !s.startLater && !s.restart {
+		return c.syncReport(out, again, err)
+	}
+	c.sandbox.retry.attempted()
+	s.again, c.pass.err = again, err
+	return c.wait(out, atSyncStartLater, startSandbox{sb: s.sb})
+}
+
+// pauseStartedLater reports once the pause started after the containers
+// runs, or failed to.
+func (c *podCore) pauseStartedLater(st sandboxStarted) []action {
+	s := &c.pass.sync
+	again, err := s.again, c.pass.err
+	var out []action
+	if st.err != nil {
+		// Told of in an event; tried again after the backoff.
+		out = c.sandboxFailed(out, st.err)
+		out = append(out, note{warn: true, msg: "starting the pod's sandbox", args: []any{"err", st.err}})
+		again = minAgain(again, c.sandboxDue())
+	} else {
+		c.sandbox.down = waitingState{}
+		if s.restart {
+			out = append(out, c.event(c.now, "", pod.EventNormal, "SandboxStarted",
+				fmt.Sprintf("Started pod sandbox %s again (pause process %d); the pod's containers kept running", shortID(s.sb.ID), st.rec.Pid)))
 		}
-		c.sb.retry.attempted()
-		return c.await(out, startSandbox{sb: s.sb}, func(o outcome) []action {
-			st := o.(sandboxStarted)
-			var out []action
-			if st.err != nil {
-				// Told of in an event; tried again after the backoff.
-				out = c.sandboxFailed(out, st.err)
-				out = append(out, note{warn: true, msg: "starting the pod's sandbox", args: []any{"err", st.err}})
-				again = minAgain(again, c.sandboxDue())
-			} else {
-				c.sb.down = waitingState{}
-				if s.restart {
-					out = append(out, c.event(c.now, "", pod.EventNormal, "SandboxStarted",
-						fmt.Sprintf("Started pod sandbox %s again (pause process %d); the pod's containers kept running", shortID(s.sb.ID), st.rec.Pid)))
-				}
-				s.sb = st.rec
-			}
-			return c.syncReport(out, s, again, err)
-		})
-	})
+		s.sb = st.rec
+	}
+	return c.syncReport(out, again, err)
 }
 
 // syncReport ends a sync pass with a fresh report.
-func (c *podCore) syncReport(out []action, s *syncPass, again time.Duration, err error) []action {
+func (c *podCore) syncReport(out []action, again time.Duration, err error) []action {
+	s := &c.pass.sync
 	if s.d.step == sandboxWait {
 		again = minAgain(again, s.d.until.Sub(c.now))
 	}
-	return c.relist(out, s.p, s.sb, func(out []action, lerr error) []action {
-		if err == nil {
-			err = lerr
-		}
-		return c.endSync(out, s.p, again, err)
-	})
+	return c.report(out, s.sb, again, err)
 }
 
-// relist lists the pod again, reports its status (sb is its sandbox
-// unless the listing has a current one) and hands its running containers
-// to the prober; then k goes on, with the listing's error.
-func (c *podCore) relist(out []action, p *pod.Pod, sb pod.Record, k func(out []action, err error) []action) []action {
-	return c.await(out, listPod{}, func(o outcome) []action {
-		l := o.(listed)
-		if l.err != nil {
-			return k(nil, l.err)
-		}
-		v := newView(l.recs)
-		if cur, ok := v.current(p); ok {
-			sb = cur
-		}
-		out := c.setProbes(nil, p, v, sb)
-		out = append(out, watchFiles{targets: p.WatchTargets()})
-		return k(c.reportStatus(out, c.status(p, v, sb)), nil)
-	})
+// report lists the pod again to report its status (sb is its sandbox
+// unless the listing has a current one), then ends the pass with again
+// and err, or the listing's error when err is nil.
+func (c *podCore) report(out []action, sb pod.Record, again time.Duration, err error) []action {
+	c.pass.sync.again, c.pass.err = again, err
+	return c.relist(out, atSyncReport, sb)
+}
+
+// reported ends the pass once reported.
+func (c *podCore) reported(l listed) []action {
+	out, err := c.relisted(l)
+	if c.pass.err != nil {
+		err = c.pass.err
+	}
+	return c.endSync(out, c.pass.sync.again, err)
+}
+
+// relist lists the pod again, as stage at, for a report of its status
+// that tells of sandbox sb unless the listing has a current one.
+func (c *podCore) relist(out []action, at stage, sb pod.Record) []action {
+	c.pass.sync.reportSB = sb
+	return c.wait(out, at, listPod{})
+}
+
+// relisted reports the status relist listed and hands the pod's running
+// containers to the prober; it returns the listing's error.
+func (c *podCore) relisted(l listed) ([]action, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	p, sb := c.pass.p, c.pass.sync.reportSB
+	v := newView(l.recs)
+	if cur, ok := v.current(p); ok {
+		sb = cur
+	}
+	out := c.setProbes(nil, p, v, sb)
+	out = append(out, watchFiles{targets: p.WatchTargets()})
+	return c.reportStatus(out, c.status(p, v, sb)), nil
 }
 
 // status is the pod's status as the kubelet would compute it.
 func (c *podCore) status(p *pod.Pod, v view, sb pod.Record) *v1.Pod {
-	return buildPod(statusInput{pod: p, view: v, sandbox: sb, sandboxDown: c.sb.down, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now,
+	return buildPod(statusInput{pod: p, view: v, sandbox: sb, sandboxDown: c.sandbox.down, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now,
 		probes: c.probes.results})
 }
 

@@ -17,6 +17,15 @@
 // mailbox. Run's loop owns the workers; node shutdown and resume are
 // requests into that loop. No state is shared behind a lock.
 //
+// File names say which side of that line a file is on. actions.go is the
+// vocabulary the two speak. The pure core is core*.go (the podCore, where
+// a pass stands, the decisions and the status it computes) and plan_*.go
+// (its passes as named steps: sync, stop and halt, converging the
+// containers, one container, the sandbox, restarts, start order). The
+// shell is reconciler.go (Run and its loop), loop_*.go (the loop's
+// parts: start and stop order, restarts, node shutdown), worker*.go (the
+// executor and the hooks it runs) and mailbox.go.
+//
 // Reconciliation is level-triggered: every trigger (a new desired set, a
 // task exit, a periodic resync) makes the pod's worker list the pod's
 // containers again and converge; doing a step twice does nothing more.
@@ -88,6 +97,32 @@ type Reporter interface {
 	// reconcile pass issued.
 	SetReady()
 }
+
+// Prober runs the probes of running containers. Set makes the probes of
+// pod key run for exactly targets; it is idempotent and cheap when nothing
+// changed. Its verdicts come back to Run on a channel.
+type Prober interface {
+	Set(key pod.Key, targets []pod.ProbeTarget)
+}
+
+// noProber runs no probe: containers count as started and, without a
+// readiness probe, ready.
+type noProber struct{}
+
+func (noProber) Set(pod.Key, []pod.ProbeTarget) {}
+
+// FileWatcher watches the files whose changes restart containers
+// (staticlet.io/restart-on-change). Set makes it watch exactly targets for
+// pod key; it is idempotent and cheap when nothing changed. Changes come
+// back to Run on Config.FileChanges.
+type FileWatcher interface {
+	Set(key pod.Key, targets []pod.WatchTarget)
+}
+
+// noWatcher watches nothing.
+type noWatcher struct{}
+
+func (noWatcher) Set(pod.Key, []pod.WatchTarget) {}
 
 // Config configures a Reconciler.
 type Config struct {

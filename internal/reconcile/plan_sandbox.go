@@ -80,19 +80,19 @@ func inPlace(p *pod.Pod, sb pod.Record) bool { return sb.Pinned && !sharesPID(p)
 // decideSandbox decides for the pod's current sandbox and tells of a pause
 // process that exited, and of a wait, in events and in the status.
 func (c *podCore) decideSandbox(out []action, p *pod.Pod, v view, sb pod.Record, exists bool) (sandboxDecision, []action) {
-	if c.sb.retry.hash != p.SandboxHash || len(c.mem.restartNow) > 0 {
+	if c.sandbox.retry.hash != p.SandboxHash || len(c.mem.restartNow) > 0 {
 		// A new pod spec starts without the old one's backoff, and so
 		// does a restart asked now (staticlet restart): the containers
 		// to restart need their sandbox first.
-		c.sb.retry = sandboxRetry{hash: p.SandboxHash}
+		c.sandbox.retry = sandboxRetry{hash: p.SandboxHash}
 	}
 	terminal := exists && c.terminal(p, v, sb.ID)
-	d := decideSandbox(sb, exists, terminal, sharesPID(p), c.backoff, &c.sb.retry, c.now)
+	d := decideSandbox(sb, exists, terminal, sharesPID(p), c.backoff, &c.sandbox.retry, c.now)
 	if d.exited && sb.NoPause {
 		// No process exited: what the sandbox stood for is gone.
 		msg := fmt.Sprintf("Pod sandbox %s is gone: %s; the pod will be re-created", shortID(sb.ID), sb.Message)
 		out = append(out, c.event(c.now, "", pod.EventWarning, "SandboxGone", msg))
-		c.sb.down = waitingState{reason: "SandboxGone", message: msg}
+		c.sandbox.down = waitingState{reason: "SandboxGone", message: msg}
 	} else if d.exited {
 		next := "the pod will be re-created"
 		if inPlace(p, sb) {
@@ -100,18 +100,18 @@ func (c *podCore) decideSandbox(out []action, p *pod.Pod, v view, sb pod.Record,
 		}
 		msg := fmt.Sprintf("Pod sandbox's pause process exited with code %d: %s; %s", sb.ExitCode, outputOrNone(sb.Message), next)
 		out = append(out, c.event(c.now, "", pod.EventWarning, "SandboxExited", msg))
-		c.sb.down = waitingState{reason: "SandboxExited", message: msg}
+		c.sandbox.down = waitingState{reason: "SandboxExited", message: msg}
 	}
-	if d.step == sandboxWait && c.sb.down.reason != "BackOff" {
+	if d.step == sandboxWait && c.sandbox.down.reason != "BackOff" {
 		msg := fmt.Sprintf("Back-off restarting failed pod sandbox: next try in %s", d.until.Sub(c.now).Round(time.Second))
-		if c.sb.down.message != "" {
-			msg += " (" + c.sb.down.message + ")"
+		if c.sandbox.down.message != "" {
+			msg += " (" + c.sandbox.down.message + ")"
 		}
 		out = append(out, c.event(c.now, "", pod.EventWarning, "BackOff", msg))
-		c.sb.down = waitingState{reason: "BackOff", message: msg}
+		c.sandbox.down = waitingState{reason: "BackOff", message: msg}
 	}
 	if d.step == sandboxKeep && sb.State == pod.TaskRunning {
-		c.sb.down = waitingState{}
+		c.sandbox.down = waitingState{}
 	}
 	return d, out
 }
@@ -127,15 +127,15 @@ func outputOrNone(out string) string {
 // sandboxFailed tells that creating or starting the pod's sandbox failed
 // with err, and counts the failure.
 func (c *podCore) sandboxFailed(out []action, err error) []action {
-	c.backoff.failed(&c.sb.retry, time.Time{}, c.now)
-	c.sb.down = waitingState{reason: "FailedCreatePodSandBox", message: err.Error()}
+	c.backoff.failed(&c.sandbox.retry, time.Time{}, c.now)
+	c.sandbox.down = waitingState{reason: "FailedCreatePodSandBox", message: err.Error()}
 	return append(out, c.event(c.now, "", pod.EventWarning, "FailedCreatePodSandBox", err.Error()))
 }
 
 // sandboxDue is how long until the sandbox may be tried again after a
 // failure; at least a millisecond.
 func (c *podCore) sandboxDue() time.Duration {
-	return max(c.backoff.due(&c.sb.retry).Sub(c.now), time.Millisecond)
+	return max(c.backoff.due(&c.sandbox.retry).Sub(c.now), time.Millisecond)
 }
 
 // minAgain is the sooner of two "look again" delays, 0 meaning never.

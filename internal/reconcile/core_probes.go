@@ -8,32 +8,6 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// Prober runs the probes of running containers. Set makes the probes of
-// pod key run for exactly targets; it is idempotent and cheap when nothing
-// changed. Its verdicts come back to Run on a channel.
-type Prober interface {
-	Set(key pod.Key, targets []pod.ProbeTarget)
-}
-
-// noProber runs no probe: containers count as started and, without a
-// readiness probe, ready.
-type noProber struct{}
-
-func (noProber) Set(pod.Key, []pod.ProbeTarget) {}
-
-// FileWatcher watches the files whose changes restart containers
-// (staticlet.io/restart-on-change). Set makes it watch exactly targets for
-// pod key; it is idempotent and cheap when nothing changed. Changes come
-// back to Run on Config.FileChanges.
-type FileWatcher interface {
-	Set(key pod.Key, targets []pod.WatchTarget)
-}
-
-// noWatcher watches nothing.
-type noWatcher struct{}
-
-func (noWatcher) Set(pod.Key, []pod.WatchTarget) {}
-
 // probeState is what the probes of one container (by ID) last decided.
 type probeState struct {
 	liveness, readiness, startup pod.ProbeResult

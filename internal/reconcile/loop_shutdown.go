@@ -6,17 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/staticlet/staticlet/internal/pod"
-)
-
-// The status of a pod stopped for a node shutdown, in the kubelet's words
-// (pkg/kubelet/nodeshutdown).
-const (
-	nodeShutdownReason  = "Terminated"
-	nodeShutdownMessage = "Pod was terminated in response to imminent node shutdown."
 )
 
 // haltOrder tells a worker to stop its pod for a node shutdown and to start
@@ -210,26 +200,4 @@ func waitOrders(ctx context.Context, orders []*haltOrder) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// shutDownStatus marks st as the status of a pod the node shutdown
-// terminated, as the kubelet does: phase Failed, its reason and message,
-// and a DisruptionTarget condition.
-func shutDownStatus(st *v1.PodStatus, now time.Time) {
-	st.Phase = v1.PodFailed
-	st.Reason = nodeShutdownReason
-	st.Message = nodeShutdownMessage
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == v1.PodReady || st.Conditions[i].Type == v1.ContainersReady {
-			st.Conditions[i].Status = v1.ConditionFalse
-			st.Conditions[i].Reason = "PodCompleted"
-		}
-	}
-	st.Conditions = append(st.Conditions, v1.PodCondition{
-		Type:               v1.DisruptionTarget,
-		Status:             v1.ConditionTrue,
-		LastTransitionTime: metav1.NewTime(now),
-		Reason:             v1.PodReasonTerminationByKubelet,
-		Message:            nodeShutdownMessage,
-	})
 }
