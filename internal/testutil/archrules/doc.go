@@ -15,6 +15,8 @@
 //   - shape (TestShape): no struct of the module over 15 fields, and no
 //     function of the reconcile core over 80 lines, without a written
 //     reason.
+//   - the map (TestArchitectureMap): ARCHITECTURE.md's package map names
+//     every package go list prints, and nothing else.
 //
 // They live in a package of their own so that they build from the standard
 // library alone, in seconds, and run with the unit tests, apart from the
