@@ -474,7 +474,6 @@ func made(sb pod.Record) give      { return give{o: sandboxMade{rec: sb}} }
 func makeFailed(err error) give    { return give{o: sandboxMade{err: err}} }
 func sbStarted(sb pod.Record) give { return give{o: sandboxStarted{rec: sb}} }
 func stopOK() give                 { return give{o: stopped{}} }
-func stopFailed(err error) give    { return give{o: stopped{err: err}} }
 func removeOK() give               { return give{o: removed{}} }
 func resumeOK(r pod.Record) give   { return give{o: resumed{rec: r}} }
 func resumeFailed(err error) give  { return give{o: resumed{err: err}} }
