@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/cli"
 	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
@@ -157,7 +158,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.runtime.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket (unix:// optional)")
 	f.StringVar(&cfg.runtime.containerdNS, "containerd-namespace", "staticlet", "containerd namespace for staticlet's containers")
 	f.StringVar(&cfg.rootDir, "root-dir", "/var/lib/staticlet", "directory for pod state")
-	f.StringVar(&cfg.status.socket, "status-socket", defaultStatusSocket, "unix socket serving the status API")
+	f.StringVar(&cfg.status.socket, "status-socket", cli.DefaultStatusSocket, "unix socket serving the status API")
 	f.StringVar(&cfg.status.group, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
 	f.StringVar(&cfg.logs.dir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
 	f.StringVar(&cfg.logs.maxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
