@@ -24,6 +24,7 @@ import (
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/kubeletconfig"
 	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/metrics"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
@@ -38,7 +39,7 @@ import (
 // settings of the daemon as a whole, then one group per component.
 type runConfig struct {
 	configFile  string
-	configNotes *configFile // what --config has to say, logged once there is a logger
+	configNotes *kubeletconfig.File // what --config has to say, logged once there is a logger
 	logLevel    string
 	nodeName    string
 	rootDir     string
@@ -211,14 +212,14 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
-	cfg.configNotes.log(logger)
+	cfg.configNotes.Log(logger)
 	if cfg.nodeName == "" {
 		if cfg.nodeName, err = os.Hostname(); err != nil {
 			return fmt.Errorf("reading the host name for --node-name: %w", err)
 		}
 	}
 	cfg.nodeName = strings.ToLower(cfg.nodeName)
-	if err := checkShutdownGrace(cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod); err != nil {
+	if err := kubeletconfig.CheckShutdownGrace(cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod); err != nil {
 		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
 			cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod, err)
 	}

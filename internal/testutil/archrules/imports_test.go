@@ -96,6 +96,9 @@ var rules = map[string]rule{
 	"internal/install":      {product, nil},
 	"internal/images":       {product, nil},
 	"internal/nodeshutdown": {product, nil},
+	// The kubelet's config file (run --config), parsed and applied to
+	// the variables behind run's flags.
+	"internal/kubeletconfig": {product, nil},
 	// The Prometheus metrics: fed by cmd with what the adapters report,
 	// and reading the pods' statuses it is handed, so pod alone.
 	"internal/metrics": {product, []string{"internal/pod"}},
