@@ -93,7 +93,7 @@ test: lint unit integration e2e vm
 # time goes to fuzzing. The first run builds the instrumented packages,
 # which takes minutes; later runs find them in the build cache.
 FUZZTIME ?= 20s
-FUZZ_TARGETS := ./internal/pod:FuzzDecode ./internal/watch:FuzzURLBody ./cmd/staticlet:FuzzKubeletConfig
+FUZZ_TARGETS := ./internal/pod:FuzzDecode ./internal/watch:FuzzURLBody ./internal/kubeletconfig:FuzzKubeletConfig
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t#*:}; \

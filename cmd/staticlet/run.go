@@ -1,43 +1,21 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/netip"
-	"os"
-	"os/signal"
-	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sync/errgroup"
-	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/desired"
-	"github.com/staticlet/staticlet/internal/filewatch"
-	"github.com/staticlet/staticlet/internal/health"
-	"github.com/staticlet/staticlet/internal/images"
-	"github.com/staticlet/staticlet/internal/logd"
-	"github.com/staticlet/staticlet/internal/metrics"
+	"github.com/staticlet/staticlet/internal/cli"
+	"github.com/staticlet/staticlet/internal/kubeletconfig"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
-	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/reconcile"
-	"github.com/staticlet/staticlet/internal/sandbox"
-	"github.com/staticlet/staticlet/internal/status"
-	"github.com/staticlet/staticlet/internal/watch"
 )
 
 // runConfig is the daemon's configuration, from flags and --config: the
 // settings of the daemon as a whole, then one group per component.
 type runConfig struct {
 	configFile  string
-	configNotes *configFile // what --config has to say, logged once there is a logger
+	configNotes *kubeletconfig.File // what --config has to say, logged once there is a logger
 	logLevel    string
 	nodeName    string
 	rootDir     string
@@ -126,13 +104,6 @@ type statusConfig struct {
 // holds 253 pods, twice the kubelet's default maxPods.
 const defaultPodCIDR = "10.213.0.0/24"
 
-// logDaemonCheck is how often staticlet makes sure the log daemon runs.
-const logDaemonCheck = 5 * time.Second
-
-// stepPauseEnv, a testing hook, names a duration to pause between the steps
-// of each pod's network setup, so a test can kill staticlet in the middle.
-const stepPauseEnv = "STATICLET_TEST_NETWORK_STEP_PAUSE"
-
 func runCommand() *cobra.Command {
 	var cfg runConfig
 	cmd := &cobra.Command{
@@ -157,7 +128,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.runtime.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket (unix:// optional)")
 	f.StringVar(&cfg.runtime.containerdNS, "containerd-namespace", "staticlet", "containerd namespace for staticlet's containers")
 	f.StringVar(&cfg.rootDir, "root-dir", "/var/lib/staticlet", "directory for pod state")
-	f.StringVar(&cfg.status.socket, "status-socket", defaultStatusSocket, "unix socket serving the status API")
+	f.StringVar(&cfg.status.socket, "status-socket", cli.DefaultStatusSocket, "unix socket serving the status API")
 	f.StringVar(&cfg.status.group, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
 	f.StringVar(&cfg.logs.dir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
 	f.StringVar(&cfg.logs.maxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
@@ -203,301 +174,4 @@ func alias(f *pflag.FlagSet, old, name string) {
 	target := f.Lookup(name)
 	f.Var(target.Value, old, "alias of --"+name)
 	f.Lookup(old).Hidden = true
-}
-
-func runDaemon(ctx context.Context, cfg runConfig) error {
-	logger, err := newLogger(cfg.logLevel)
-	if err != nil {
-		return err
-	}
-	cfg.configNotes.log(logger)
-	if cfg.nodeName == "" {
-		if cfg.nodeName, err = os.Hostname(); err != nil {
-			return fmt.Errorf("reading the host name for --node-name: %w", err)
-		}
-	}
-	cfg.nodeName = strings.ToLower(cfg.nodeName)
-	if err := checkShutdownGrace(cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod); err != nil {
-		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
-			cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod, err)
-	}
-	if cfg.runtime.cgroupDriver != "cgroupfs" && cfg.runtime.cgroupDriver != "systemd" {
-		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.runtime.cgroupDriver)
-	}
-	nodeIP := hostIP(cfg.network.bridge)
-	network, err := networkConfig(cfg.network)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-
-	logDriverArgs, err := logDriver(cfg.logs.maxSize, cfg.logs.maxFiles)
-	if err != nil {
-		return err
-	}
-	// Containers log through the node's log daemon: the shim runs a
-	// forwarder per container that hands the daemon its pipes.
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding staticlet's binary for the log daemon: %w", err)
-	}
-	logInstall, err := logd.Setup(cfg.rootDir, exe)
-	if err != nil {
-		return err
-	}
-	store := status.NewStore()
-	meters := newMetrics(store)
-	// imports is set before anything can call AwaitImports: the runtime
-	// resolves no image before the errgroup below starts.
-	var imports *images.Dir
-	rt, err := sandbox.New(ctx, sandbox.Config{
-		Address:              strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
-		Namespace:            cfg.runtime.containerdNS,
-		RootDir:              cfg.rootDir,
-		PodLogsDir:           cfg.logs.dir,
-		LogDriverArgs:        logDriverArgs,
-		LogDriver:            logInstall.Driver,
-		HostIP:               nodeIP,
-		ResolvConf:           cfg.runtime.resolvConf,
-		AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
-		CredentialsFile:      cfg.images.credentials,
-		RegistryConfigDir:    cfg.images.registryConfigDir,
-		ImageNamespaces:      imageNamespaces(cfg.images.namespaces),
-		Network:              network,
-		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
-		NoPodCgroups:         !cfg.runtime.cgroupsPerQOS,
-		SystemdCgroups:       cfg.runtime.cgroupDriver == "systemd",
-		PodPidsLimit:         cfg.runtime.podPidsLimit,
-		Pulled:               meters.ImagePulled,
-		Logger:               logger,
-	})
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	// What a staticlet killed in the middle of a call left: its leases,
-	// namespaces pinned for a sandbox it never created.
-	if err := rt.Sweep(ctx); err != nil {
-		logger.Warn("sweeping what an earlier staticlet left", "err", err)
-	}
-
-	if cfg.images.importDir == "" {
-		cfg.images.importDir = filepath.Join(cfg.rootDir, "images")
-	}
-	imports = images.New(images.Config{
-		Path:      cfg.images.importDir,
-		StateFile: filepath.Join(cfg.rootDir, importStateFile),
-		Importer:  importRuntime{rt},
-		Resync:    cfg.dirSource.fileCheckFrequency,
-		Logger:    logger,
-	})
-	arrived := make(chan []string)
-
-	rep := reporter{store: store, metrics: meters, logger: logger}
-	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Ran: meters.ProbeRan, Logger: logger})
-	// The files whose changes restart containers (restart-on-change),
-	// looked at again as often as the manifests.
-	files := filewatch.New(filewatch.Config{Resync: cfg.dirSource.fileCheckFrequency, Logger: logger})
-	rec := reconcile.New(reconcile.Config{
-		Runtime:  rt,
-		Reporter: rep,
-		Prober:   prober,
-		Resync:   cfg.dirSource.fileCheckFrequency,
-		HostIP:   nodeIP,
-		Logger:   logger,
-
-		ImagesArrived: arrived,
-		Watcher:       files,
-		FileChanges:   files.Changes(),
-	})
-	sources, err := manifestSources(cfg, logger, meters.URLPolled)
-	if err != nil {
-		return err
-	}
-	server := status.NewServer(status.ServerConfig{
-		Socket: cfg.status.socket,
-		Group:  cfg.status.group,
-		Store:  store,
-		Health: func(ctx context.Context) error {
-			if !rec.Alive() {
-				return errors.New("the reconcile loop is stuck")
-			}
-			return rt.Ping(ctx)
-		},
-		Logs:       logOpener(store, cfg.logs.dir),
-		Exec:       execInContainer(rt),
-		Images:     imageLister(rt),
-		Stats:      statsReader(rt),
-		Restart:    restarter(rec),
-		Metrics:    meters.Handler(),
-		Instrument: meters.InstrumentHTTP,
-		Logger:     logger,
-	})
-	healthzLn, err := listenTCP("healthz-address", cfg.status.healthzAddress)
-	if err != nil {
-		return err
-	}
-	metricsLn, err := listenTCP("metrics-address", cfg.status.metricsAddress)
-	if err != nil {
-		if healthzLn != nil {
-			healthzLn.Close()
-		}
-		return err
-	}
-	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
-	shutdownConfig := cfg.shutdown
-	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
-	shutdownConfig.Logger = logger
-	shutdown := nodeshutdown.New(shutdownConfig)
-
-	snapshots := make(chan watch.Snapshot)
-	desiredSets := make(chan []*pod.Pod)
-	exits := make(chan pod.TaskExit, 64)
-
-	g, ctx := errgroup.WithContext(ctx)
-	names := make([]string, len(sources))
-	for i, src := range sources {
-		names[i] = src.Name()
-		g.Go(func() error { return src.Run(ctx, snapshots) })
-	}
-	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Logger: logger})
-	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
-	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
-	g.Go(func() error { return rt.Exits(ctx, exits) })
-	g.Go(func() error { return prober.Run(ctx) })
-	g.Go(func() error { return files.Run(ctx) })
-	importUpdates := make(chan images.Update)
-	g.Go(func() error { return imports.Run(ctx, importUpdates) })
-	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })
-	admitted := desiredSets
-	if cfg.maxPods > 0 {
-		admitted = make(chan []*pod.Pod)
-		admission := desired.NewAdmission(desired.AdmissionConfig{Max: cfg.maxPods, Events: rep})
-		g.Go(func() error { return admission.Run(ctx, desiredSets, admitted) })
-	}
-	g.Go(func() error { return rec.Run(ctx, admitted, exits, prober.Verdicts()) })
-	if healthzLn != nil {
-		g.Go(func() error { return server.ServeHealthz(ctx, healthzLn) })
-	}
-	if metricsLn != nil {
-		g.Go(func() error { return server.ServeMetrics(ctx, metricsLn) })
-	}
-	g.Go(func() error { return server.Run(ctx) })
-	g.Go(func() error { return notifier.Run(ctx) })
-	g.Go(func() error { return shutdown.Run(ctx) })
-	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.dirSource.path, "node", cfg.nodeName,
-		"containerd", cfg.runtime.containerdAddress, "cgroups", rt.CgroupMode(), "cgroup-driver", cfg.runtime.cgroupDriver)
-	err = g.Wait()
-	logger.Info("staticlet stopped; pods keep running")
-	return err
-}
-
-// reporter hands the reconciler's observations to the status store and
-// logs events once, here.
-// probeRuntime is the runtime as health's probes use it.
-type probeRuntime struct{ rt *sandbox.Runtime }
-
-func (p probeRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) (int, []byte, error) {
-	res, err := p.rt.Exec(ctx, id, cmd, timeout)
-	return res.ExitCode, res.Output, err
-}
-
-func (p probeRuntime) DialPod(ctx context.Context, id, sandboxID, network, addr string) (net.Conn, error) {
-	return p.rt.DialPod(ctx, id, sandboxID, network, addr)
-}
-
-type reporter struct {
-	store   *status.Store
-	metrics *metrics.Metrics
-	logger  *slog.Logger
-}
-
-func (r reporter) SetPod(p *v1.Pod) {
-	r.metrics.PodUpdated(p)
-	r.store.SetPod(p)
-}
-
-func (r reporter) DeletePod(key pod.Key) {
-	r.metrics.ForgetPod(key)
-	r.store.DeletePod(key)
-}
-
-func (r reporter) SetReady() { r.store.SetReady() }
-func (r reporter) Event(e pod.Event) {
-	level := slog.LevelInfo
-	if e.Type == pod.EventWarning {
-		level = slog.LevelWarn
-	}
-	r.logger.Log(context.Background(), level, e.Message, "pod", e.Pod, "container", e.Container, "reason", e.Reason)
-	r.store.Event(e)
-}
-
-func newLogger(level string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	if underJournal(os.Stderr) {
-		return slog.New(newJournalHandler(os.Stderr, l)), nil
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
-}
-
-// hostIP returns the node's first global IPv4 address, not the pod
-// bridge's, reported as the pods' hostIP.
-func hostIP(podBridge string) string {
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return ""
-	}
-	for _, iface := range ifaces {
-		if iface.Name == podBridge {
-			continue
-		}
-		addrs, err := iface.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-				return n.IP.String()
-			}
-		}
-	}
-	return ""
-}
-
-// imageNamespaces is --image-namespaces without blanks and empty entries.
-func imageNamespaces(flag []string) []string {
-	var out []string
-	for _, ns := range flag {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			out = append(out, ns)
-		}
-	}
-	return out
-}
-
-// networkConfig is the pod network's configuration from the flags.
-func networkConfig(cfg podNetworkConfig) (*sandbox.NetworkConfig, error) {
-	n := &sandbox.NetworkConfig{Bridge: cfg.bridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
-	if len(n.Bridge) == 0 || len(n.Bridge) > 15 {
-		return nil, fmt.Errorf("--pod-bridge %q: a link name is 1 to 15 bytes", n.Bridge)
-	}
-	for _, c := range cfg.cidrs {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return nil, fmt.Errorf("--pod-cidr: %w", err)
-		}
-		n.CIDRs = append(n.CIDRs, p)
-	}
-	if v := os.Getenv(stepPauseEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", stepPauseEnv, err)
-		}
-		n.StepPause = d
-	}
-	return n, nil
 }

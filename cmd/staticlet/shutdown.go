@@ -2,28 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/status"
 )
-
-// checkShutdownGrace validates the two shutdown grace periods as the
-// kubelet does: neither negative, the critical pods' part no longer than
-// the whole, each zero or at least a second.
-func checkShutdownGrace(total, critical time.Duration) error {
-	switch {
-	case total < 0 || critical < 0:
-		return errors.New("must not be negative")
-	case critical > total:
-		return errors.New("the critical pods' part must not be longer than the whole")
-	case (total > 0 && total < time.Second) || (critical > 0 && critical < time.Second):
-		return errors.New("each must be zero or at least 1s")
-	}
-	return nil
-}
 
 // nodeShutdown is the reconciler as the node shutdown manager drives it;
 // what it does leads the status summary systemd shows.

@@ -54,6 +54,10 @@ type rule struct {
 var rules = map[string]rule{
 	// The command: flags, wiring, client subcommands.
 	"cmd/staticlet": {product, []string{"..."}},
+	// The command tree and client commands: they read manifests (pod,
+	// desired, watch) and the status socket; sandbox only for what
+	// version says of the node's cgroups.
+	"internal/cli": {product, []string{"internal/pod", "internal/desired", "internal/watch", "internal/status", "internal/status/printers", "internal/sandbox"}},
 	// The log daemon's own program: the daemon and nothing else.
 	"cmd/staticlet-logd": {product, []string{"internal/logd"}},
 
@@ -92,6 +96,9 @@ var rules = map[string]rule{
 	"internal/install":      {product, nil},
 	"internal/images":       {product, nil},
 	"internal/nodeshutdown": {product, nil},
+	// The kubelet's config file (run --config), parsed and applied to
+	// the variables behind run's flags.
+	"internal/kubeletconfig": {product, nil},
 	// The Prometheus metrics: fed by cmd with what the adapters report,
 	// and reading the pods' statuses it is handed, so pod alone.
 	"internal/metrics": {product, []string{"internal/pod"}},

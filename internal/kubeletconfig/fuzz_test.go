@@ -1,4 +1,4 @@
-package main
+package kubeletconfig
 
 import (
 	"encoding/json"
@@ -9,14 +9,14 @@ import (
 	"testing"
 )
 
-// FuzzKubeletConfig checks parseKubeletConfig on any file: a config or an
+// FuzzKubeletConfig checks Parse on any file: a config or an
 // error naming the file, never a panic; the same file gives the same
 // result; a config it accepts holds only values it checks for (a known
 // cgroup driver, maxPods not negative, a healthz port in range), lists each
-// field it ignores or does not know once, sorted, and applies to a run
-// config without a panic, changing nothing where every flag was given.
+// field it ignores or does not know once, sorted, and applies to the
+// flags' variables without a panic, changing nothing where every flag was given.
 func FuzzKubeletConfig(f *testing.F) {
-	f.Add(kubeadmFile("/run/c.sock", "/var/log/p", 10248))
+	f.Add(kubeadmFile(f, "/run/c.sock", "/var/log/p", 10248))
 	for _, tc := range kubeletConfigFieldCases {
 		f.Add(kubeletConfigHead + tc.body)
 	}
@@ -30,24 +30,24 @@ func FuzzKubeletConfig(f *testing.F) {
 	f.Add(string(packaged))
 	const path = "/etc/staticlet/config.yaml"
 	f.Fuzz(func(t *testing.T, data string) {
-		cf, err := parseKubeletConfig(path, []byte(data))
+		cf, err := Parse(path, []byte(data))
 		if err != nil {
 			if cf != nil || !strings.Contains(err.Error(), path) {
-				t.Fatalf("parseKubeletConfig = %v, %v: want no config and an error naming %s", cf, err, path)
+				t.Fatalf("Parse = %v, %v: want no config and an error naming %s", cf, err, path)
 			}
 		} else {
 			checkConfigFile(t, cf)
 		}
-		cf2, err2 := parseKubeletConfig(path, []byte(data))
+		cf2, err2 := Parse(path, []byte(data))
 		if a, b := configText(t, cf, err), configText(t, cf2, err2); a != b {
-			t.Fatalf("parseKubeletConfig is not deterministic: first\n%s\nthen\n%s", a, b)
+			t.Fatalf("Parse is not deterministic: first\n%s\nthen\n%s", a, b)
 		}
 	})
 }
 
-// checkConfigFile checks what parseKubeletConfig promises of a config it
+// checkConfigFile checks what Parse promises of a config it
 // accepts.
-func checkConfigFile(t *testing.T, cf *configFile) {
+func checkConfigFile(t *testing.T, cf *File) {
 	t.Helper()
 	kc := &cf.kc
 	if !slices.Contains([]string{"", "cgroupfs", "systemd"}, kc.CgroupDriver) || kc.MaxPods < 0 ||
@@ -58,7 +58,7 @@ func checkConfigFile(t *testing.T, cf *configFile) {
 		name   string
 		fields []string
 		known  bool // the fields are the kubelet's
-	}{{"ignored", cf.ignored, true}, {"unknown", cf.unknown, false}} {
+	}{{"ignored", cf.Ignored, true}, {"unknown", cf.Unknown, false}} {
 		if !slices.IsSorted(list.fields) || len(slices.Compact(slices.Clone(list.fields))) != len(list.fields) {
 			t.Errorf("%s fields %q: want each once, sorted", list.name, list.fields)
 		}
@@ -69,21 +69,21 @@ func checkConfigFile(t *testing.T, cf *configFile) {
 			}
 		}
 	}
-	var cfg runConfig
-	cf.apply(func(string) bool { return true }, &cfg)
-	if diff := compareConfigs(cfg, runConfig{}); diff != "" {
+	var v values
+	cf.Apply(func(string) bool { return true }, v.flags())
+	if diff := compareValues(v, values{}); diff != "" {
 		t.Errorf("with every flag given, the file changed %s", diff)
 	}
-	cf.apply(func(string) bool { return false }, &cfg)
-	for _, p := range []string{cfg.dirSource.path, cfg.logs.dir, cfg.runtime.resolvConf} {
+	cf.Apply(func(string) bool { return false }, v.flags())
+	for _, p := range []string{v.ManifestDir, v.PodLogsDir, v.ResolvConf} {
 		if p != "" && !filepath.IsAbs(p) {
 			t.Errorf("path %q from the file is not made absolute", p)
 		}
 	}
 }
 
-// configText renders a result of parseKubeletConfig for comparison.
-func configText(t *testing.T, cf *configFile, err error) string {
+// configText renders a result of Parse for comparison.
+func configText(t *testing.T, cf *File, err error) string {
 	t.Helper()
 	if err != nil {
 		return "error: " + err.Error()
@@ -92,5 +92,5 @@ func configText(t *testing.T, cf *configFile, err error) string {
 	if err != nil {
 		t.Fatalf("encoding %+v: %v", cf.kc, err)
 	}
-	return strings.Join([]string{string(js), strings.Join(cf.ignored, ","), strings.Join(cf.unknown, ","), strings.Join(cf.warnings, "\n")}, "\n")
+	return strings.Join([]string{string(js), strings.Join(cf.Ignored, ","), strings.Join(cf.Unknown, ","), strings.Join(cf.Warnings, "\n")}, "\n")
 }

@@ -1,15 +1,9 @@
-package main
+package cli
 
 import (
-	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/reconcile"
-	"github.com/staticlet/staticlet/internal/status"
 )
 
 // restartOptions are what staticlet restart is told.
@@ -62,12 +56,4 @@ func (o *restartOptions) run(cmd *cobra.Command, args []string) error {
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), what, "restarted")
 	return nil
-}
-
-// restarter serves staticlet restart from the reconciler.
-func restarter(rec *reconcile.Reconciler) status.Restarter {
-	return func(ctx context.Context, key, container string) error {
-		ns, name, _ := strings.Cut(key, "/")
-		return rec.Restart(ctx, pod.Key{Namespace: ns, Name: name}, container)
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -128,7 +128,7 @@ func TestDiffCommand(t *testing.T) {
 			err := cmd.Execute()
 			code := 0
 			if err != nil {
-				code = exitCode(err)
+				code = ExitCode(err)
 				out.WriteString(err.Error())
 			}
 			if code != tc.code {

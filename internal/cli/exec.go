@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/status"
 )
 
@@ -149,45 +148,4 @@ func setupTerminal(ctx context.Context, in *os.File, opts *status.ExecOptions) (
 		wg.Wait()
 		_ = term.Restore(fd, state)
 	}, nil
-}
-
-// execInContainer serves `staticlet exec` through the runtime, the path
-// exec probes take.
-func execInContainer(rt *sandbox.Runtime) status.ExecFunc {
-	return func(ctx context.Context, id string, opts status.ExecOptions) (int, error) {
-		s := sandbox.ExecStreams{
-			Stdin:  opts.Stdin,
-			Stdout: opts.Stdout,
-			Stderr: opts.Stderr,
-			TTY:    opts.TTY,
-			Size:   sandbox.ConsoleSize{Width: opts.Size.Cols, Height: opts.Size.Rows},
-		}
-		if opts.Resize != nil {
-			resize := make(chan sandbox.ConsoleSize)
-			s.Resize = resize
-			fctx, cancel := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			defer wg.Wait()
-			defer cancel()
-			wg.Go(func() { forwardSizes(fctx, opts.Resize, resize) })
-		}
-		return rt.ExecStream(ctx, id, opts.Command, s)
-	}
-}
-
-// forwardSizes passes terminal sizes from the status server to the
-// runtime until ctx ends.
-func forwardSizes(ctx context.Context, from <-chan status.TermSize, to chan<- sandbox.ConsoleSize) {
-	for {
-		select {
-		case s := <-from:
-			select {
-			case to <- sandbox.ConsoleSize{Width: s.Cols, Height: s.Rows}:
-			case <-ctx.Done():
-				return
-			}
-		case <-ctx.Done():
-			return
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -13,8 +13,6 @@ import (
 	"github.com/staticlet/staticlet/internal/status/printers"
 )
 
-const defaultStatusSocket = "/run/staticlet/staticlet.sock"
-
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
 	socket    string
@@ -22,7 +20,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.socket, "status-socket", defaultStatusSocket, "staticlet's status socket")
+	cmd.Flags().StringVar(&f.socket, "status-socket", DefaultStatusSocket, "staticlet's status socket")
 }
 
 // addNamespace gives a pod command kubectl's -n.

@@ -1,15 +1,13 @@
-package main
+package cli
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/status/printers"
 )
@@ -108,29 +106,4 @@ func topFilter(ctx context.Context, c *status.Client, cf *clientFlags, args []st
 		}
 		return true
 	}, nil
-}
-
-// statsReader samples the pods' usage from the runtime for the status
-// socket; a sample is taken for each request, none in the background.
-func statsReader(rt *sandbox.Runtime) status.StatsReader {
-	return func(ctx context.Context, window time.Duration) (*status.PodStatsList, error) {
-		s, err := rt.SampleUsage(ctx, window)
-		if err != nil {
-			return nil, err
-		}
-		list := &status.PodStatsList{Time: s.Time, Window: s.Window.String(), Pods: make([]status.PodStats, len(s.Pods))}
-		for i, p := range s.Pods {
-			ps := status.PodStats{
-				Namespace:  p.Pod.Namespace,
-				Name:       p.Pod.Name,
-				Usage:      status.Usage{CPUNanoCores: p.CPUNanoCores, MemoryWorkingSetBytes: p.WorkingSetBytes},
-				Containers: make([]status.ContainerStats, len(p.Containers)),
-			}
-			for j, c := range p.Containers {
-				ps.Containers[j] = status.ContainerStats{Name: c.Name, Usage: status.Usage{CPUNanoCores: c.CPUNanoCores, MemoryWorkingSetBytes: c.WorkingSetBytes}}
-			}
-			list.Pods[i] = ps
-		}
-		return list, nil
-	}
 }

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/desired"
+	"github.com/staticlet/staticlet/internal/filewatch"
+	"github.com/staticlet/staticlet/internal/health"
+	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/kubeletconfig"
+	"github.com/staticlet/staticlet/internal/logd"
+	"github.com/staticlet/staticlet/internal/metrics"
+	"github.com/staticlet/staticlet/internal/nodeshutdown"
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/reconcile"
+	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/status"
+	"github.com/staticlet/staticlet/internal/watch"
+)
+
+// runDaemon runs staticlet until ctx ends or a component fails. It checks
+// cfg, builds each component from its part of cfg in the order their
+// dependencies need (the log daemon, the runtime, the image directory,
+// the prober, the reconciler, the sources, the status server), then runs
+// them all under one errgroup.
+func runDaemon(ctx context.Context, cfg runConfig) error {
+	logger, err := newLogger(cfg.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg.configNotes.Log(logger)
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	nodeIP := hostIP(cfg.network.bridge)
+	network, err := networkConfig(cfg.network)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	logDriverArgs, err := logDriver(cfg.logs.maxSize, cfg.logs.maxFiles)
+	if err != nil {
+		return err
+	}
+	logInstall, err := installLogDaemon(cfg.rootDir)
+	if err != nil {
+		return err
+	}
+	store := status.NewStore()
+	meters := newMetrics(store)
+	// imports is set before anything can call AwaitImports: the runtime
+	// resolves no image before the errgroup below starts.
+	var imports *images.Dir
+	sc := cfg.sandboxConfig()
+	sc.LogDriverArgs, sc.LogDriver = logDriverArgs, logInstall.Driver
+	sc.HostIP, sc.Network = nodeIP, network
+	sc.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
+	sc.Pulled, sc.Logger = meters.ImagePulled, logger
+	rt, err := openRuntime(ctx, sc)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	imports = images.New(cfg.importDirConfig(importRuntime{rt}, logger))
+
+	rep := reporter{store: store, metrics: meters, logger: logger}
+	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Ran: meters.ProbeRan, Logger: logger})
+	// The files whose changes restart containers (restart-on-change),
+	// looked at again as often as the manifests.
+	files := filewatch.New(filewatch.Config{Resync: cfg.dirSource.fileCheckFrequency, Logger: logger})
+	arrived := make(chan []string)
+	rec := reconcile.New(reconcile.Config{
+		Runtime:  rt,
+		Reporter: rep,
+		Prober:   prober,
+		Resync:   cfg.dirSource.fileCheckFrequency,
+		HostIP:   nodeIP,
+		Logger:   logger,
+
+		ImagesArrived: arrived,
+		Watcher:       files,
+		FileChanges:   files.Changes(),
+	})
+	sources, err := manifestSources(cfg, logger, meters.URLPolled)
+	if err != nil {
+		return err
+	}
+	server := status.NewServer(status.ServerConfig{
+		Socket:     cfg.status.socket,
+		Group:      cfg.status.group,
+		Store:      store,
+		Health:     daemonHealth(rec, rt),
+		Logs:       logOpener(store, cfg.logs.dir),
+		Exec:       execInContainer(rt),
+		Images:     imageLister(rt),
+		Stats:      statsReader(rt),
+		Restart:    restarter(rec),
+		Metrics:    meters.Handler(),
+		Instrument: meters.InstrumentHTTP,
+		Logger:     logger,
+	})
+	healthzLn, metricsLn, err := listenEndpoints(cfg.status)
+	if err != nil {
+		return err
+	}
+	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
+	shutdownConfig := cfg.shutdown
+	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
+	shutdownConfig.Logger = logger
+	shutdown := nodeshutdown.New(shutdownConfig)
+
+	// The pipeline, in the order data flows: sources, merger, admission
+	// (under --max-pods), reconciler; then what feeds the reconciler
+	// besides (task exits, probe verdicts, file changes, imported
+	// images) and what reports.
+	snapshots := make(chan watch.Snapshot)
+	desiredSets := make(chan []*pod.Pod)
+	exits := make(chan pod.TaskExit, 64)
+
+	g, ctx := errgroup.WithContext(ctx)
+	names := make([]string, len(sources))
+	for i, src := range sources {
+		names[i] = src.Name()
+		g.Go(func() error { return src.Run(ctx, snapshots) })
+	}
+	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Logger: logger})
+	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
+	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
+	g.Go(func() error { return rt.Exits(ctx, exits) })
+	g.Go(func() error { return prober.Run(ctx) })
+	g.Go(func() error { return files.Run(ctx) })
+	importUpdates := make(chan images.Update)
+	g.Go(func() error { return imports.Run(ctx, importUpdates) })
+	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })
+	admitted := desiredSets
+	if cfg.maxPods > 0 {
+		admitted = make(chan []*pod.Pod)
+		admission := desired.NewAdmission(desired.AdmissionConfig{Max: cfg.maxPods, Events: rep})
+		g.Go(func() error { return admission.Run(ctx, desiredSets, admitted) })
+	}
+	g.Go(func() error { return rec.Run(ctx, admitted, exits, prober.Verdicts()) })
+	if healthzLn != nil {
+		g.Go(func() error { return server.ServeHealthz(ctx, healthzLn) })
+	}
+	if metricsLn != nil {
+		g.Go(func() error { return server.ServeMetrics(ctx, metricsLn) })
+	}
+	g.Go(func() error { return server.Run(ctx) })
+	g.Go(func() error { return notifier.Run(ctx) })
+	g.Go(func() error { return shutdown.Run(ctx) })
+	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.dirSource.path, "node", cfg.nodeName,
+		"containerd", cfg.runtime.containerdAddress, "cgroups", rt.CgroupMode(), "cgroup-driver", cfg.runtime.cgroupDriver)
+	err = g.Wait()
+	logger.Info("staticlet stopped; pods keep running")
+	return err
+}
+
+// check completes cfg where a flag's default needs the host (the node
+// name), and checks what the flags' types cannot: the shutdown grace
+// periods and the cgroup driver.
+func (cfg *runConfig) check() error {
+	if cfg.nodeName == "" {
+		var err error
+		if cfg.nodeName, err = os.Hostname(); err != nil {
+			return fmt.Errorf("reading the host name for --node-name: %w", err)
+		}
+	}
+	cfg.nodeName = strings.ToLower(cfg.nodeName)
+	if err := kubeletconfig.CheckShutdownGrace(cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod); err != nil {
+		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
+			cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod, err)
+	}
+	if cfg.runtime.cgroupDriver != "cgroupfs" && cfg.runtime.cgroupDriver != "systemd" {
+		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.runtime.cgroupDriver)
+	}
+	return nil
+}
+
+// installLogDaemon puts the node's log daemon and its forwarder in place
+// under rootDir: containers log through it, the shim running a forwarder
+// per container that hands the daemon its pipes.
+func installLogDaemon(rootDir string) (logd.Install, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return logd.Install{}, fmt.Errorf("finding staticlet's binary for the log daemon: %w", err)
+	}
+	return logd.Setup(rootDir, exe)
+}
+
+// sandboxConfig is the runtime's configuration from the flags; runDaemon
+// adds what other components provide (logging, the host's address and
+// network, image imports, metrics).
+func (cfg *runConfig) sandboxConfig() sandbox.Config {
+	return sandbox.Config{
+		Address:              strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
+		Namespace:            cfg.runtime.containerdNS,
+		RootDir:              cfg.rootDir,
+		PodLogsDir:           cfg.logs.dir,
+		ResolvConf:           cfg.runtime.resolvConf,
+		AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
+		CredentialsFile:      cfg.images.credentials,
+		RegistryConfigDir:    cfg.images.registryConfigDir,
+		ImageNamespaces:      imageNamespaces(cfg.images.namespaces),
+		NoPodCgroups:         !cfg.runtime.cgroupsPerQOS,
+		SystemdCgroups:       cfg.runtime.cgroupDriver == "systemd",
+		PodPidsLimit:         cfg.runtime.podPidsLimit,
+	}
+}
+
+// openRuntime connects to containerd and sweeps what a staticlet killed
+// in the middle of a call left: its leases, namespaces pinned for a
+// sandbox it never created.
+func openRuntime(ctx context.Context, sc sandbox.Config) (*sandbox.Runtime, error) {
+	rt, err := sandbox.New(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.Sweep(ctx); err != nil {
+		sc.Logger.Warn("sweeping what an earlier staticlet left", "err", err)
+	}
+	return rt, nil
+}
+
+// importDirConfig configures the image import directory: --image-import-dir,
+// by default <root-dir>/images, read again as often as the manifests.
+func (cfg *runConfig) importDirConfig(importer images.Importer, logger *slog.Logger) images.Config {
+	path := cfg.images.importDir
+	if path == "" {
+		path = filepath.Join(cfg.rootDir, "images")
+	}
+	return images.Config{
+		Path:      path,
+		StateFile: filepath.Join(cfg.rootDir, importStateFile),
+		Importer:  importer,
+		Resync:    cfg.dirSource.fileCheckFrequency,
+		Logger:    logger,
+	}
+}
+
+// daemonHealth is /healthz: the reconcile loop turns and containerd
+// answers.
+func daemonHealth(rec *reconcile.Reconciler, rt *sandbox.Runtime) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if !rec.Alive() {
+			return errors.New("the reconcile loop is stuck")
+		}
+		return rt.Ping(ctx)
+	}
+}
+
+// listenEndpoints listens on --healthz-address and --metrics-address,
+// each nil when off, before anything runs, so that a taken port fails the
+// start.
+func listenEndpoints(cfg statusConfig) (healthz, metrics net.Listener, err error) {
+	healthz, err = listenTCP("healthz-address", cfg.healthzAddress)
+	if err != nil {
+		return nil, nil, err
+	}
+	metrics, err = listenTCP("metrics-address", cfg.metricsAddress)
+	if err != nil {
+		if healthz != nil {
+			healthz.Close()
+		}
+		return nil, nil, err
+	}
+	return healthz, metrics, nil
+}
+
+// logDaemonCheck is how often staticlet makes sure the log daemon runs.
+const logDaemonCheck = 5 * time.Second
+
+// stepPauseEnv, a testing hook, names a duration to pause between the steps
+// of each pod's network setup, so a test can kill staticlet in the middle.
+const stepPauseEnv = "STATICLET_TEST_NETWORK_STEP_PAUSE"
+
+// probeRuntime is the runtime as health's probes use it.
+type probeRuntime struct{ rt *sandbox.Runtime }
+
+func (p probeRuntime) Exec(ctx context.Context, id string, cmd []string, timeout time.Duration) (int, []byte, error) {
+	res, err := p.rt.Exec(ctx, id, cmd, timeout)
+	return res.ExitCode, res.Output, err
+}
+
+func (p probeRuntime) DialPod(ctx context.Context, id, sandboxID, network, addr string) (net.Conn, error) {
+	return p.rt.DialPod(ctx, id, sandboxID, network, addr)
+}
+
+// reporter hands the reconciler's observations to the status store and
+// logs events once, here.
+type reporter struct {
+	store   *status.Store
+	metrics *metrics.Metrics
+	logger  *slog.Logger
+}
+
+func (r reporter) SetPod(p *v1.Pod) {
+	r.metrics.PodUpdated(p)
+	r.store.SetPod(p)
+}
+
+func (r reporter) DeletePod(key pod.Key) {
+	r.metrics.ForgetPod(key)
+	r.store.DeletePod(key)
+}
+
+func (r reporter) SetReady() { r.store.SetReady() }
+func (r reporter) Event(e pod.Event) {
+	level := slog.LevelInfo
+	if e.Type == pod.EventWarning {
+		level = slog.LevelWarn
+	}
+	r.logger.Log(context.Background(), level, e.Message, "pod", e.Pod, "container", e.Container, "reason", e.Reason)
+	r.store.Event(e)
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	if underJournal(os.Stderr) {
+		return slog.New(newJournalHandler(os.Stderr, l)), nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// hostIP returns the node's first global IPv4 address, not the pod
+// bridge's, reported as the pods' hostIP.
+func hostIP(podBridge string) string {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, iface := range ifaces {
+		if iface.Name == podBridge {
+			continue
+		}
+		addrs, err := iface.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				return n.IP.String()
+			}
+		}
+	}
+	return ""
+}
+
+// imageNamespaces is --image-namespaces without blanks and empty entries.
+func imageNamespaces(flag []string) []string {
+	var out []string
+	for _, ns := range flag {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// networkConfig is the pod network's configuration from the flags.
+func networkConfig(cfg podNetworkConfig) (*sandbox.NetworkConfig, error) {
+	n := &sandbox.NetworkConfig{Bridge: cfg.bridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
+	if len(n.Bridge) == 0 || len(n.Bridge) > 15 {
+		return nil, fmt.Errorf("--pod-bridge %q: a link name is 1 to 15 bytes", n.Bridge)
+	}
+	for _, c := range cfg.cidrs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("--pod-cidr: %w", err)
+		}
+		n.CIDRs = append(n.CIDRs, p)
+	}
+	if v := os.Getenv(stepPauseEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", stepPauseEnv, err)
+		}
+		n.StepPause = d
+	}
+	return n, nil
+}
