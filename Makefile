@@ -79,7 +79,7 @@ fuzz:
 # the default daemon: each boots a whole Debian, and what they test is
 # staticlet under systemd, not containerd. Every release runs even
 # when one fails; the target fails at the end.
-CONTAINERD_PKGS := ./internal/testutil/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet
+CONTAINERD_PKGS := ./internal/testutil/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet ./test/e2e
 test-containerd: deps build
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
 	@daemons=$$($(GO) run ./internal/testutil/ctrdtest/prebuild -list) || exit 1; \
@@ -114,7 +114,7 @@ test-stress: deps build deb
 
 bench: deps build
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
-	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/
+	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./test/bench/
 
 demo: deps build
 	packaging/demo.sh start
