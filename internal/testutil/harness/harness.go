@@ -11,10 +11,10 @@
 // archives and the Debian package.
 //
 // It does not own containerd (ctrdtest starts it) nor any suite's
-// checks. Every process and directory it makes is removed when the test
-// that made it ends. An Env and its Daemons belong to one test and its
-// goroutine; Daemon.In gives a subtest a view whose waits fail the
-// subtest.
+// checks. The staticlets an Env starts are killed, and its directories,
+// network and log daemon removed, when its test ends. An Env and its
+// Daemons belong to one test and its goroutine; Daemon.In gives a
+// subtest a view whose waits fail the subtest.
 package harness
 
 import (
@@ -44,6 +44,8 @@ import (
 	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
+// TestNode is the --node-name of the tests' staticlets, the suffix of
+// their pods' names; TestNS is staticlet's containerd namespace.
 const (
 	TestNode = "testnode"
 	TestNS   = "staticlet"
@@ -120,6 +122,7 @@ type Env struct {
 	Bin      string   // the staticlet binary to run; Binary(t) when empty
 }
 
+// NewEnv makes t's world; everything in it goes when t ends.
 func NewEnv(t *testing.T) *Env {
 	t.Helper()
 	// The log daemon the test's staticlets started outlives them. It is
@@ -185,6 +188,7 @@ func (e *Env) Write(name, content string) {
 	}
 }
 
+// Remove deletes a manifest file from the manifest directory.
 func (e *Env) Remove(name string) {
 	e.T.Helper()
 	if err := os.Remove(filepath.Join(e.Manifest, name)); err != nil {
@@ -274,6 +278,7 @@ func (e *Env) Launch(d *Daemon, args []string, env ...string) {
 	})
 }
 
+// Client is a client of d's status socket.
 func (d *Daemon) Client() *status.Client { return status.NewClient(d.Socket) }
 
 // Kill ends the process with SIGKILL, as a crash would.
@@ -295,6 +300,7 @@ func (d *Daemon) Stop() {
 	}
 }
 
+// Running tells whether d's process has not exited yet.
 func (d *Daemon) Running() bool {
 	select {
 	case <-d.done:
@@ -350,6 +356,8 @@ func Describe(p *v1.Pod) string {
 	return b.String()
 }
 
+// Running tells whether pod p runs: its phase Running and every one of
+// its containers running.
 func Running(p *v1.Pod) bool {
 	if p.Status.Phase != v1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
 		return false
@@ -387,6 +395,7 @@ type NotifyListener struct {
 	msgs []string
 }
 
+// ListenNotify listens on a unixgram socket at path, until t ends.
 func ListenNotify(t testing.TB, path string) *NotifyListener {
 	t.Helper()
 	_ = os.Remove(path)
@@ -435,12 +444,14 @@ type SyncBuffer struct {
 	b  bytes.Buffer
 }
 
+// Write appends p to the buffer.
 func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
+// String returns what was written so far.
 func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -472,6 +483,7 @@ func Cmdline(pid int) []string {
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
+// IDs returns the IDs of cs.
 func IDs(cs []client.Container) []string {
 	out := make([]string, 0, len(cs))
 	for _, c := range cs {
@@ -480,6 +492,7 @@ func IDs(cs []client.Container) []string {
 	return out
 }
 
+// NSCtx is ctx in staticlet's containerd namespace, TestNS.
 func NSCtx(ctx context.Context) context.Context { return namespaces.WithNamespace(ctx, TestNS) }
 
 // PidOf returns the process of the container a status names.
