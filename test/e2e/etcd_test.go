@@ -119,7 +119,6 @@ func TestEtcd(t *testing.T) {
 	p = writeEtcd(e, d, edited, "etcd Ready with --quota-backend-bytes", func(p *v1.Pod) bool {
 		return p.Status.ContainerStatuses[0].ContainerID != first.containerID
 	})
-
 	second := etcdStateOf(e, p)
 	if second.sandbox != first.sandbox || harness.ProcessRunning(first.pid) || !slices.Contains(harness.Cmdline(second.pid), "--quota-backend-bytes=8589934592") {
 		t.Errorf("etcd after a flag was added = %+v (first %+v, its process running: %v, arguments %q); want a new process with the flag in the same sandbox",
@@ -132,7 +131,6 @@ func TestEtcd(t *testing.T) {
 	p = writeEtcd(e, d, edited, "etcd Ready with a new label", func(p *v1.Pod) bool {
 		return p.Labels["tier"] == "etcd" && p.Status.ContainerStatuses[0].ContainerID != second.containerID
 	})
-
 	third := etcdStateOf(e, p)
 	if third.sandbox == second.sandbox || harness.ProcessRunning(second.pid) || third.restarts != 0 {
 		t.Errorf("etcd after a label changed = %+v (before %+v, its process running: %v); want a new pod, restart count 0",

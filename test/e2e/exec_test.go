@@ -188,8 +188,8 @@ func execCommand(d *harness.Daemon, args ...string) *exec.Cmd {
 	return exec.Command(harness.Binary(d.T), append([]string{"exec", "--status-socket", d.Socket}, args...)...)
 }
 
-// execStaticlet runs `staticlet exec` with args and stdin, and returns its output
-// and exit code.
+// execStaticlet runs `staticlet exec` with args and stdin, and returns its
+// output and exit code.
 func execStaticlet(d *harness.Daemon, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
 	d.T.Helper()
 	c := execCommand(d, args...)
