@@ -55,23 +55,23 @@ unit:
 
 # integration: the packages' tests against a private containerd (started
 # by internal/testutil/ctrdtest), real runc, busybox, dbus-daemon and
-# debootstrap, as root; everything but the built binary's suites.
+# debootstrap, as root; everything but the suites under test/.
 integration: deps
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
-	$(GO) test -count=1 -timeout 30m ./internal/...
+	$(GO) test -count=1 -timeout 30m ./internal/... ./cmd/...
 
 # e2e: the built staticlet binary end to end, against a private
-# containerd; vm: staticlet under real systemd, in systemd-nspawn machines
-# (TestSystemd*) and in the QEMU guest (TestVM, up to 20 minutes in the
-# guest, and building its image the first time).
-E2E_PKGS := ./cmd/...
-VM_TESTS := ^(TestSystemd|TestVM)
+# containerd (test/e2e); vm: staticlet under real systemd, in
+# systemd-nspawn machines (test/systemd) and in the QEMU guest (test/vm: up
+# to 20 minutes in the guest, and building its image the first time).
+# Both share internal/testutil/harness. The vm packages run one at a time:
+# the emulated guest is slow enough on an idle machine.
 e2e: deps build deb
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
-	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m -skip '$(VM_TESTS)' $(E2E_PKGS)
+	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m ./test/e2e/...
 vm: deps build deb
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
-	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m -run '$(VM_TESTS)' $(E2E_PKGS)
+	STATICLET_BIN=$(CURDIR)/$(BIN) STATICLET_DEB=$(CURDIR)/$(DEB) $(GO) test -count=1 -timeout 40m -p 1 ./test/systemd/... ./test/vm/...
 
 # Every test: lint and unit first, so that they fail fast; then the tiers
 # that need root and containerd (against Debian's), the packaging module's
@@ -109,7 +109,7 @@ fuzz:
 # the default daemon: each boots a whole Debian, and what they test is
 # staticlet under systemd, not containerd. Every release runs even
 # when one fails; the target fails at the end.
-CONTAINERD_PKGS := ./internal/testutil/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet
+CONTAINERD_PKGS := ./internal/testutil/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet ./test/e2e
 test-containerd: deps build
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
 	@daemons=$$($(GO) run ./internal/testutil/ctrdtest/prebuild -list) || exit 1; \
@@ -144,7 +144,7 @@ test-stress: deps build deb
 
 bench: deps build
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
-	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./cmd/staticlet/
+	STATICLET_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -run '^$$' -bench . -benchtime 10x -timeout 30m ./test/bench/
 
 demo: deps build
 	packaging/demo.sh start

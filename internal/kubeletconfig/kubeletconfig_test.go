@@ -10,19 +10,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/staticlet/staticlet/internal/testutil/kubeadm"
 )
 
-// kubeadmFile is testdata/kubeadm.yaml, /var/lib/kubelet/config.yaml as
+// kubeadmFile is internal/testutil/kubeadm's file, /var/lib/kubelet/config.yaml as
 // kubeadm writes it (its zero durations included), with staticPodPath
 // relative to the file, the test's runtime, log directory and healthz
 // port, and evictionHard added: CONTAINERD, LOGS and PORT replaced.
 func kubeadmFile(t testing.TB, containerd, logs string, port int) string {
 	t.Helper()
-	data, err := os.ReadFile("testdata/kubeadm.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.NewReplacer("CONTAINERD", containerd, "LOGS", logs, "PORT", fmt.Sprint(port)).Replace(string(data))
+	return kubeadm.KubeletConfig(containerd, logs, port)
 }
 
 // values are variables for Apply to set, one for each field of Flags.

@@ -114,13 +114,30 @@ var rules = map[string]rule{
 	// Which tier of the suite runs (unit: go test -short), and what a
 	// test lacking a real dependency does.
 	"internal/testutil/tier": {helper, nil},
+	// kubeadm's kubelet config file, embedded, for the parser's tests and
+	// the end-to-end test of staticlet run --config.
+	"internal/testutil/kubeadm": {helper, nil},
 	// Reads the metrics in the tests of metrics and cmd.
 	"internal/testutil/metricstest": {helper, nil},
+	// Runs the built binary against a private containerd for the suites
+	// under test/ and cmd's binary-driven tests.
+	"internal/testutil/harness": {helper, []string{"internal/logd", "internal/status", "internal/sandbox/netns", "internal/sandbox/procfs",
+		"internal/testutil/ctrdtest", "internal/testutil/etcdtest", "internal/testutil/testimage"}},
 
 	// Tools.
 	"internal/testutil/ctrdtest/prebuild": {tool, []string{"internal/testutil/ctrdtest", "internal/testutil/etcdtest"}},
 	"internal/testutil/testimage/mkimage": {tool, []string{"internal/testutil/testimage"}},
 	"internal/testutil/archrules":         {tool, nil},
+
+	// The suites that run the built binary (go test only; each package is
+	// a doc.go and its tests): end to end against a private containerd,
+	// under systemd in nspawn machines, in a QEMU guest, and the
+	// benchmarks. Besides test helpers their tests read the product
+	// packages below, for their types and to look behind staticlet.
+	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/..."}},
+	"test/systemd": {tool, nil},
+	"test/vm":      {tool, nil},
+	"test/bench":   {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/..."}},
 }
 
 // listed is a package as `go list -json` describes it.
