@@ -138,13 +138,12 @@ func waitNothingLeft(e *harness.Env, t *testing.T, d *harness.Daemon, uids []str
 // its pod-level generation (a label: the pod is replaced when it changes)
 // and its container-level one (an env var: the app is restarted).
 type faultGen struct {
-	present   bool
-	pod, ctr  int
-	hostNet   bool
-	withInit  bool
-	runsOnce  bool // a restartPolicy Never pod whose only container exits 0
-	twoApps   bool
-	generated int
+	present  bool
+	pod, ctr int
+	hostNet  bool
+	withInit bool
+	runsOnce bool // a restartPolicy Never pod whose only container exits 0
+	twoApps  bool
 }
 
 // faultWorld is the manifests TestFaultInjection edits.

@@ -49,7 +49,7 @@ metadata:
 	e.Write("plain.yaml", manifest("plain", ""))
 	d := e.Start()
 	restarts := func(p *v1.Pod) int32 { return p.Status.ContainerStatuses[0].RestartCount }
-	lb := d.WaitPod("lb-"+harness.TestNode, time.Minute, "lb running", harness.Running)
+	d.WaitPod("lb-"+harness.TestNode, time.Minute, "lb running", harness.Running)
 	d.WaitPod("plain-"+harness.TestNode, time.Minute, "plain running", harness.Running)
 
 	// A touch is no change of content. What follows shows it restarted
@@ -66,7 +66,7 @@ metadata:
 	if err := os.Rename(tmp, cfg); err != nil {
 		t.Fatal(err)
 	}
-	lb = d.WaitPod("lb-"+harness.TestNode, time.Minute, "lb restarted", func(p *v1.Pod) bool { return harness.Running(p) && restarts(p) >= 1 })
+	lb := d.WaitPod("lb-"+harness.TestNode, time.Minute, "lb restarted", func(p *v1.Pod) bool { return harness.Running(p) && restarts(p) >= 1 })
 	if n := restarts(lb); n != 1 {
 		t.Errorf("lb restarted %d times, want once: a touch is no change", n)
 	}
