@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
-	"github.com/staticlet/staticlet/internal/sandbox"
 )
 
 // kubeadmConfig is /var/lib/kubelet/config.yaml as kubeadm writes it
@@ -366,7 +366,7 @@ func TestKubeletConfigFile(t *testing.T) {
 	port := freePort(t)
 	file := filepath.Join(e.dir, "kubelet-config.yaml")
 	content := kubeadmFile(e.ctrd.Address, e.logs, port)
-	if !sandbox.SystemdBooted() {
+	if !cgroups.SystemdBooted() {
 		// The systemd driver needs systemd: TestCgroupDriverNeedsSystemd.
 		content = strings.Replace(content, "cgroupDriver: systemd", "cgroupDriver: cgroupfs", 1)
 	}
@@ -419,7 +419,7 @@ func TestKubeletConfigFile(t *testing.T) {
 // TestCgroupDriverNeedsSystemd: the systemd driver where systemd is not
 // the init system is refused at start, with the reason.
 func TestCgroupDriverNeedsSystemd(t *testing.T) {
-	if sandbox.SystemdBooted() {
+	if cgroups.SystemdBooted() {
 		t.Skip("systemd is the init system here")
 	}
 	e := newEnv(t)

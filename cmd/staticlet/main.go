@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/sandbox"
@@ -80,14 +81,14 @@ func versionCommand() *cobra.Command {
 		Run: func(cmd *cobra.Command, _ []string) {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "staticlet %s\n", version)
-			mode, err := sandbox.CgroupMode()
+			mode, err := cgroups.Mode()
 			if err != nil {
 				mode = "unknown: " + err.Error()
 			}
 			fmt.Fprintf(out, "cgroups: %s\n", mode)
 			// Which --cgroup-driver can work here: systemd needs systemd.
 			drivers := "cgroupfs"
-			if sandbox.SystemdBooted() {
+			if cgroups.SystemdBooted() {
 				drivers = "cgroupfs, systemd"
 			}
 			fmt.Fprintf(out, "cgroup drivers: %s\n", drivers)

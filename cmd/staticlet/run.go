@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
@@ -266,11 +267,13 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		ImageNamespaces:      imageNamespaces(cfg.images.namespaces),
 		Network:              network,
 		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
-		NoPodCgroups:         !cfg.runtime.cgroupsPerQOS,
-		SystemdCgroups:       cfg.runtime.cgroupDriver == "systemd",
-		PodPidsLimit:         cfg.runtime.podPidsLimit,
-		Pulled:               meters.ImagePulled,
-		Logger:               logger,
+		Cgroups: cgroups.Config{
+			NoPodCgroups: !cfg.runtime.cgroupsPerQOS,
+			Systemd:      cfg.runtime.cgroupDriver == "systemd",
+			PodPidsLimit: cfg.runtime.podPidsLimit,
+		},
+		Pulled: meters.ImagePulled,
+		Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -63,8 +63,8 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		Namespaces:       r.pinnedPaths(req.Sandbox.ID, p),
 		SandboxPID:       req.Sandbox.Pid,
 		Image:            img.config,
-		CgroupsPath:      r.containerCgroup(podCgroup, id),
-		Resources:        r.resources,
+		CgroupsPath:      r.cgroups.ContainerCgroup(podCgroup, id),
+		Resources:        r.cgroups.Resources(),
 		Volumes:          volumes,
 		EtcFiles:         r.etcFiles(req.Sandbox.PodUID),
 		TerminationFile:  termFile,
@@ -115,7 +115,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		client.WithImage(img.image),
 		client.WithSnapshotter(r.cfg.Snapshotter),
 		r.withNewSnapshot(id, img.image, &rootfs),
-		client.WithRuntime(runcRuntime, r.runtimeOptions()),
+		client.WithRuntime(runcRuntime, r.cgroups.RuntimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels))
 	if err != nil {

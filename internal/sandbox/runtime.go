@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/sandbox/pauseprog"
 	"github.com/staticlet/staticlet/internal/sandbox/registry"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
@@ -114,19 +115,9 @@ type Config struct {
 	PauseBinary string
 	// PauseArgs are the arguments after the program; default ["pause"].
 	PauseArgs []string
-	// NoPodCgroups, as the kubelet's --cgroups-per-qos=false, makes no
-	// QoS-class or pod cgroups: each container's cgroup is directly under
-	// the cgroup root, with only its own limits. For a staticlet that
-	// cannot write the node's cgroups (in a container of its own) while
-	// containerd's runc can.
-	NoPodCgroups bool
-	// PodPidsLimit caps the processes of each pod's cgroup, as the
-	// kubelet's podPidsLimit; 0 or less is no cap.
-	PodPidsLimit int64
-	// SystemdCgroups is the kubelet's systemd cgroup driver: pods' cgroups
-	// are slices systemd makes, under <Namespace>.slice, and containers'
-	// are scopes runc's systemd driver makes. It needs systemd as PID 1.
-	SystemdCgroups bool
+	// Cgroups configures the pods' cgroups: their driver, whether pods
+	// have cgroups of their own, and the pods' process cap.
+	Cgroups cgroups.Config
 	// Snapshotter unpacks images; default overlayfs.
 	Snapshotter string
 	// HostIP is the node's address, for the environment of containers.
@@ -187,14 +178,9 @@ type Runtime struct {
 	caps []string
 	// node is what containers' environments may refer to.
 	node spec.NodeFacts
-	// cgroups are the node's cgroup hierarchies, and resources what they
-	// and staticlet's privileges let a spec ask for.
-	cgroups   cgroupHost
-	resources spec.ResourceFacts
-	// slices makes pods' slices with the systemd driver; nil with cgroupfs.
-	slices *systemdSlices
-	// ooms accounts for the OOM kills pods' slices counted.
-	ooms oomLedger
+	// cgroups are the pods' cgroups, with what the node's cgroups and
+	// staticlet's privileges let a spec ask for.
+	cgroups podCgroups
 	// messages caches exited containers' termination messages.
 	messages idCache[string]
 	// sandboxGroups caches the shim group of each sandbox, which each of its
@@ -275,22 +261,10 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	cgroups, err := detectCgroups()
+	cg, err := cgroups.New(cfg.Cgroups, cfg.Namespace, caps)
 	if err != nil {
+		c.Close()
 		return nil, err
-	}
-	resources, err := cgroups.resourceFacts(caps)
-	if err != nil {
-		return nil, err
-	}
-	resources.PodPidsLimit = cfg.PodPidsLimit
-	var slices *systemdSlices
-	if cfg.SystemdCgroups {
-		if !SystemdBooted() {
-			c.Close()
-			return nil, errors.New("the systemd cgroup driver needs systemd as the init system (no /run/systemd/system); use cgroupfs")
-		}
-		slices = &systemdSlices{v2: cgroups.unified}
 	}
 	network, err := newPodNetwork(cfg.RootDir, cfg.Network, cfg.Logger)
 	if err != nil {
@@ -302,7 +276,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
 		HostsDir:        cfg.RegistryConfigDir,
 	}
-	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, slices: slices, network: network, boot: boot}
+	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cg, network: network, boot: boot}
 	if libPath != "" {
 		rt.pauseEnv = []string{"LD_LIBRARY_PATH=" + libPath}
 	}
@@ -343,9 +317,7 @@ func boundingSet() ([]string, error) {
 
 // Close releases the connection to containerd.
 func (r *Runtime) Close() error {
-	if r.slices != nil {
-		r.slices.close()
-	}
+	r.cgroups.Close()
 	return r.client.Close()
 }
 

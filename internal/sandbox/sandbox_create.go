@@ -83,9 +83,9 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		Rootfs:      pauseRoot(r.cfg.RootDir),
 		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
 		Env:         r.pauseEnv,
-		CgroupsPath: r.containerCgroup(podCgroup, id),
+		CgroupsPath: r.cgroups.ContainerCgroup(podCgroup, id),
 		Namespaces:  r.namespacePaths(id, p),
-		Resources:   r.resources,
+		Resources:   r.cgroups.Resources(),
 	})
 	labels := podLabels(p, pod.KindSandbox)
 	labels[LabelHash] = p.SandboxHash
@@ -114,7 +114,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	defer cancel()
 	ctr := containers.Container{ID: id}
 	for _, o := range []client.NewContainerOpts{
-		client.WithRuntime(runcRuntime, r.runtimeOptions()),
+		client.WithRuntime(runcRuntime, r.cgroups.RuntimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels),
 	} {
