@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 )
 
@@ -57,7 +58,7 @@ func TestSweepShims(t *testing.T) {
 	h := newHarness(t)
 	rt, err := New(h.ctx(), Config{
 		Address: h.env.Address, Namespace: testNS, RootDir: h.root, PodLogsDir: h.logs,
-		PauseBinary: pauseBinary(t), Snapshotter: h.env.Snapshotter,
+		Pause: pause.Config{Binary: pauseBinary(t)}, Snapshotter: h.env.Snapshotter,
 		CallTimeout: 500 * time.Millisecond,
 	})
 	if err != nil {

@@ -31,7 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/staticlet/staticlet/internal/cgroups"
-	"github.com/staticlet/staticlet/internal/sandbox/pauseprog"
+	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/sandbox/registry"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
@@ -107,14 +107,8 @@ type Config struct {
 	// shim runs it in containerd's mount namespace, where a path of
 	// staticlet's own (os.Executable in a container) may not exist.
 	LogDriver string
-	// PauseBinary, when set, is the program copied into the pause root and
-	// run with PauseArgs; a dynamically linked one gets its interpreter
-	// and libraries copied there too. By default the pause program is the
-	// built-in one for the architecture (pauseprog), a few hundred bytes
-	// with no runtime, and where there is none staticlet's own binary.
-	PauseBinary string
-	// PauseArgs are the arguments after the program; default ["pause"].
-	PauseArgs []string
+	// Pause configures the pause program of pods' sandboxes.
+	Pause pause.Config
 	// Cgroups configures the pods' cgroups: their driver, whether pods
 	// have cgroups of their own, and the pods' process cap.
 	Cgroups cgroups.Config
@@ -194,9 +188,8 @@ type Runtime struct {
 	network *podNetwork
 	// shims remembers the shims SweepShims found serving no task.
 	shims shimSweeper
-	// pauseEnv is the pause process's environment beyond PATH: where a
-	// dynamically linked pause program finds its libraries in its root.
-	pauseEnv []string
+	// pause is the pause root, and how to run the program in it.
+	pause *pause.Root
 	// boot is the kernel's ID of the node's current boot.
 	boot string
 }
@@ -218,19 +211,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.ShimSpread <= 0 {
 		cfg.ShimSpread = min(2*goruntime.NumCPU(), 4)
 	}
-	if len(cfg.PauseArgs) == 0 {
-		cfg.PauseArgs = []string{"pause"}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	builtin, haveBuiltin := pauseprog.Program(goruntime.GOARCH)
-	if cfg.PauseBinary == "" && !haveBuiltin {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the pause program: %w", err)
-		}
-		cfg.PauseBinary = exe
 	}
 	for _, ns := range cfg.ImageNamespaces {
 		if err := identifiers.Validate(ns); err != nil {
@@ -240,7 +222,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
 		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)
 	}
-	libPath, err := preparePauseRoot(builtin, cfg.PauseBinary, pauseRoot(cfg.RootDir))
+	pauseRoot, err := pause.Prepare(cfg.Pause, cfg.RootDir)
 	if err != nil {
 		return nil, err
 	}
@@ -276,10 +258,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
 		HostsDir:        cfg.RegistryConfigDir,
 	}
-	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cg, network: network, boot: boot}
-	if libPath != "" {
-		rt.pauseEnv = []string{"LD_LIBRARY_PATH=" + libPath}
-	}
+	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cg, network: network, pause: pauseRoot, boot: boot}
 	return rt, nil
 }
 

@@ -80,9 +80,9 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		}
 	}()
 	s := spec.Sandbox(p, spec.SandboxOptions{
-		Rootfs:      pauseRoot(r.cfg.RootDir),
-		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
-		Env:         r.pauseEnv,
+		Rootfs:      r.pause.Dir,
+		Args:        r.pause.Args,
+		Env:         r.pause.Env,
 		CgroupsPath: r.cgroups.ContainerCgroup(podCgroup, id),
 		Namespaces:  r.namespacePaths(id, p),
 		Resources:   r.cgroups.Resources(),

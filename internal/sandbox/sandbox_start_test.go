@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/staticlet/staticlet/internal/logs"
+	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/sandbox/netns"
 )
@@ -103,7 +104,7 @@ func TestStartSandboxAgain(t *testing.T) {
 func TestStartSandboxPauseFails(t *testing.T) {
 	boom := boomProgram(t)
 	h := newHarnessWith(t, func(c *Config) {
-		c.PauseBinary, c.PauseArgs = boom, []string{"x"}
+		c.Pause = pause.Config{Binary: boom, Args: []string{"x"}}
 		// The output goes through the log driver, staticlet, as in the
 		// daemon.
 		c.LogDriver = pauseBinary(t)

@@ -71,24 +71,27 @@ var rules = map[string]rule{
 	// imports its own subpackages, logs to read the tail of a
 	// container's log as its termination message, and the trades it
 	// drives (below).
-	"internal/watch":             {product, []string{"internal/pod"}},
-	"internal/health":            {product, []string{"internal/pod"}},
-	"internal/filewatch":         {product, []string{"internal/pod"}},
-	"internal/status":            {product, []string{"internal/pod"}},
-	"internal/status/printers":   {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":           {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/sandbox/..."}},
-	"internal/sandbox/spec":      {product, []string{"internal/pod"}},
-	"internal/sandbox/ipam":      {product, nil},
-	"internal/sandbox/netns":     {product, nil},
-	"internal/sandbox/procfs":    {product, nil},
-	"internal/sandbox/pauseprog": {product, nil},
-	"internal/sandbox/registry":  {product, nil},
+	"internal/watch":            {product, []string{"internal/pod"}},
+	"internal/health":           {product, []string{"internal/pod"}},
+	"internal/filewatch":        {product, []string{"internal/pod"}},
+	"internal/status":           {product, []string{"internal/pod"}},
+	"internal/status/printers":  {product, []string{"internal/pod", "internal/status"}},
+	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/pause", "internal/sandbox/..."}},
+	"internal/sandbox/spec":     {product, []string{"internal/pod"}},
+	"internal/sandbox/ipam":     {product, nil},
+	"internal/sandbox/netns":    {product, nil},
+	"internal/sandbox/procfs":   {product, nil},
+	"internal/sandbox/registry": {product, nil},
 
 	// The trades sandbox drives behind interfaces it declares. Each
 	// imports none of sandbox (its pure leaves spec and procfs aside)
 	// and none of the others. cgroups: the pods' cgroups with both
 	// drivers, OOM kills and usage.
 	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs"}},
+	// The pause program: its root, and its body where staticlet is the
+	// pause; pauseprog writes the built-in one as machine code.
+	"internal/pause":           {product, []string{"internal/install", "internal/pause/pauseprog"}},
+	"internal/pause/pauseprog": {product, nil},
 
 	// Leaves that know no pods: the container log files (written by the
 	// log daemon or driver, read by sandbox and the logs command), the
