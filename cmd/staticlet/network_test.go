@@ -21,7 +21,7 @@ import (
 	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // testNet is a pod network of a test's own: a bridge, a range and an

@@ -28,6 +28,7 @@ import (
 	"github.com/staticlet/staticlet/internal/metrics"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/podnet"
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/status"
@@ -483,8 +484,8 @@ func imageNamespaces(flag []string) []string {
 }
 
 // networkConfig is the pod network's configuration from the flags.
-func networkConfig(cfg podNetworkConfig) (*sandbox.NetworkConfig, error) {
-	n := &sandbox.NetworkConfig{Bridge: cfg.bridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
+func networkConfig(cfg podNetworkConfig) (*podnet.Config, error) {
+	n := &podnet.Config{Bridge: cfg.bridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
 	if len(n.Bridge) == 0 || len(n.Bridge) > 15 {
 		return nil, fmt.Errorf("--pod-bridge %q: a link name is 1 to 15 bytes", n.Bridge)
 	}

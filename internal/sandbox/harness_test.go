@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
 	"github.com/staticlet/staticlet/internal/testutil/testimage"

@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // hookBodyLimit is how much of an httpGet hook's response is read.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/pause"
+	"github.com/staticlet/staticlet/internal/podnet"
 	"github.com/staticlet/staticlet/internal/sandbox/registry"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
@@ -132,7 +133,7 @@ type Config struct {
 	// Network, when set, connects each pod off the host network to a host
 	// bridge with addresses of its own; nil leaves such pods with loopback
 	// only.
-	Network *NetworkConfig
+	Network *podnet.Config
 	// ImageNamespaces are other containerd namespaces whose images
 	// staticlet uses when its own namespace lacks one, with no pull
 	// (kubeadm's and crictl's pulls go to k8s.io); none when empty.
@@ -185,7 +186,7 @@ type Runtime struct {
 	// groups counts the sandboxes being made per shim group.
 	groups shimGroups
 	// network is the pod network; nil without one.
-	network *podNetwork
+	network podNetwork
 	// shims remembers the shims SweepShims found serving no task.
 	shims shimSweeper
 	// pause is the pause root, and how to run the program in it.
@@ -248,7 +249,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		c.Close()
 		return nil, err
 	}
-	network, err := newPodNetwork(cfg.RootDir, cfg.Network, cfg.Logger)
+	network, err := podnet.New(cfg.RootDir, cfg.Network, cfg.Logger)
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -13,7 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
@@ -47,13 +47,13 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	clock.mark("namespaces")
 	// The network goes into the pinned namespace before any process, and
 	// is torn down before the namespace is unpinned.
-	addrs, err := r.network.setUp(id, nsDir, p)
+	addrs, err := r.network.SetUp(id, nsDir, p)
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("setting up the network of pod %s: %w", p, err)
 	}
 	defer func() {
 		if err != nil {
-			if terr := r.network.tearDown(id); terr != nil {
+			if terr := r.network.TearDown(id); terr != nil {
 				r.cfg.Logger.Warn("removing the network of a sandbox that failed", "sandbox", id, "err", terr)
 			}
 		}

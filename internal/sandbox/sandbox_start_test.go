@@ -13,7 +13,7 @@ import (
 	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // sleeperManifest is a pod name whose container "c" sleeps.

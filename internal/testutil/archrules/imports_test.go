@@ -76,10 +76,8 @@ var rules = map[string]rule{
 	"internal/filewatch":        {product, []string{"internal/pod"}},
 	"internal/status":           {product, []string{"internal/pod"}},
 	"internal/status/printers":  {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/pause", "internal/sandbox/..."}},
+	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/pause", "internal/podnet/...", "internal/sandbox/..."}},
 	"internal/sandbox/spec":     {product, []string{"internal/pod"}},
-	"internal/sandbox/ipam":     {product, nil},
-	"internal/sandbox/netns":    {product, nil},
 	"internal/sandbox/procfs":   {product, nil},
 	"internal/sandbox/registry": {product, nil},
 
@@ -92,6 +90,11 @@ var rules = map[string]rule{
 	// pause; pauseprog writes the built-in one as machine code.
 	"internal/pause":           {product, []string{"internal/install", "internal/pause/pauseprog"}},
 	"internal/pause/pauseprog": {product, nil},
+	// The pod network: the bridge, veths, nftables rules (netns, which
+	// also pins a sandbox's namespaces for sandbox) and addresses (ipam).
+	"internal/podnet":       {product, []string{"internal/pod", "internal/podnet/..."}},
+	"internal/podnet/ipam":  {product, nil},
+	"internal/podnet/netns": {product, nil},
 
 	// Leaves that know no pods: the container log files (written by the
 	// log daemon or driver, read by sandbox and the logs command), the
