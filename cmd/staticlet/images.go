@@ -21,7 +21,7 @@ const importStateFile = "image-imports.json"
 type importRuntime struct{ rt *sandbox.Runtime }
 
 func (i importRuntime) ImportArchive(ctx context.Context, r io.Reader, source string) ([]string, error) {
-	imgs, err := i.rt.ImportArchive(ctx, r, source)
+	imgs, err := i.rt.Images().ImportArchive(ctx, r, source)
 	names := make([]string, len(imgs))
 	for j, img := range imgs {
 		names[j] = img.Name
@@ -30,13 +30,13 @@ func (i importRuntime) ImportArchive(ctx context.Context, r io.Reader, source st
 }
 
 func (i importRuntime) HasImage(ctx context.Context, name string) (bool, error) {
-	return i.rt.HasImage(ctx, name)
+	return i.rt.Images().HasImage(ctx, name)
 }
 
 // imageLister lists the runtime's images for the status socket.
 func imageLister(rt *sandbox.Runtime) status.ImageLister {
 	return func(ctx context.Context) ([]status.Image, error) {
-		infos, err := rt.ListImages(ctx)
+		infos, err := rt.Images().ListImages(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -254,26 +254,32 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	// resolves no image before the errgroup below starts.
 	var imports *images.Dir
 	rt, err := sandbox.New(ctx, sandbox.Config{
-		Address:              strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
-		Namespace:            cfg.runtime.containerdNS,
-		RootDir:              cfg.rootDir,
-		PodLogsDir:           cfg.logs.dir,
-		LogDriverArgs:        logDriverArgs,
-		LogDriver:            logInstall.Driver,
-		HostIP:               nodeIP,
-		ResolvConf:           cfg.runtime.resolvConf,
-		AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
-		CredentialsFile:      cfg.images.credentials,
-		RegistryConfigDir:    cfg.images.registryConfigDir,
-		ImageNamespaces:      imageNamespaces(cfg.images.namespaces),
-		Network:              network,
-		AwaitImports:         func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
+		Address:   strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
+		Namespace: cfg.runtime.containerdNS,
+		RootDir:   cfg.rootDir,
+		Logs: sandbox.LogConfig{
+			Dir:        cfg.logs.dir,
+			DriverArgs: logDriverArgs,
+			Driver:     logInstall.Driver,
+		},
+		Node: sandbox.NodeConfig{
+			HostIP:               nodeIP,
+			ResolvConf:           cfg.runtime.resolvConf,
+			AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
+		},
+		Images: images.StoreConfig{
+			CredentialsFile:   cfg.images.credentials,
+			RegistryConfigDir: cfg.images.registryConfigDir,
+			Namespaces:        imageNamespaces(cfg.images.namespaces),
+			AwaitImports:      func(ctx context.Context) bool { return imports.AwaitIdle(ctx) },
+			Pulled:            meters.ImagePulled,
+		},
+		Network: network,
 		Cgroups: cgroups.Config{
 			NoPodCgroups: !cfg.runtime.cgroupsPerQOS,
 			Systemd:      cfg.runtime.cgroupDriver == "systemd",
 			PodPidsLimit: cfg.runtime.podPidsLimit,
 		},
-		Pulled: meters.ImagePulled,
 		Logger: logger,
 	})
 	if err != nil {

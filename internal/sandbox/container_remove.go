@@ -113,11 +113,11 @@ func (r *Runtime) removeSandboxHostState(id string) error {
 }
 
 // Sweep removes what a staticlet killed in the middle of a call left, at
-// start, before anything is made: the leases it held (SweepLeases), and
+// start, before anything is made: the leases it held (lease.Maker.Sweep), and
 // the pinned namespaces and network (addresses, veth, hostPort rules) of
 // sandboxes that no longer exist, as it was creating or removing one.
 func (r *Runtime) Sweep(ctx context.Context) error {
-	n, err := r.SweepLeases(ctx)
+	n, err := r.leases.Sweep(ctx)
 	if n > 0 {
 		r.cfg.Logger.Info("deleted the leases of an earlier staticlet", "leases", n)
 	}

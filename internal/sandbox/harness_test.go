@@ -121,7 +121,7 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 		Address:     env.Address,
 		Namespace:   testNS,
 		RootDir:     root,
-		PodLogsDir:  logs,
+		Logs:        LogConfig{Dir: logs},
 		Snapshotter: env.Snapshotter,
 		// The ordinary pods of a class share one shim until it is full.
 		ShimSpread: 1,

@@ -57,7 +57,7 @@ func TestSweepPodFiles(t *testing.T) {
 func TestSweepShims(t *testing.T) {
 	h := newHarness(t)
 	rt, err := New(h.ctx(), Config{
-		Address: h.env.Address, Namespace: testNS, RootDir: h.root, PodLogsDir: h.logs,
+		Address: h.env.Address, Namespace: testNS, RootDir: h.root, Logs: LogConfig{Dir: h.logs},
 		Pause: pause.Config{Binary: pauseBinary(t)}, Snapshotter: h.env.Snapshotter,
 		CallTimeout: 500 * time.Millisecond,
 	})

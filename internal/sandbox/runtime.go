@@ -1,8 +1,12 @@
-// Package sandbox is staticlet's only link to containerd. It creates a pod's
-// pause sandbox and containers, stops and removes them, lists them by label
-// so a restarted staticlet can adopt them, resolves images, and turns
-// containerd's task-exit events into data for the reconciler. It decides
-// nothing: what to run and when is the reconciler's business.
+// Package sandbox is staticlet's link to containerd's containers and
+// tasks. It creates a pod's pause sandbox and containers, stops and
+// removes them, lists them by label so a restarted staticlet can adopt
+// them, and turns containerd's task-exit events into data for the
+// reconciler. It decides nothing: what to run and when is the
+// reconciler's business. The trades around a container are packages of
+// their own that it drives through interfaces it declares: the pods'
+// cgroups (cgroups), the pod network (podnet), images (images) and the
+// pause program (pause).
 //
 // Every method takes a context and is safe for concurrent use; calls for
 // different pods never wait on each other, but in containerd: pods that
@@ -31,9 +35,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/staticlet/staticlet/internal/cgroups"
+	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/lease"
 	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/podnet"
-	"github.com/staticlet/staticlet/internal/sandbox/registry"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
@@ -95,19 +100,8 @@ type Config struct {
 	// the pause root (pause/rootfs/), pod IP allocations (network/) and
 	// seccomp profiles (seccomp/).
 	RootDir string
-	// PodLogsDir is where container output goes.
-	PodLogsDir string
-	// LogDriverArgs, when set, makes the runc shim write each container's
-	// output through LogDriver (containerd's binary logging): the shim
-	// runs LogDriver with LogDriverArgs(the container's log file) as its
-	// arguments and the container's stdout and stderr pipes. Nil sends the
-	// output raw to the log file (cio.LogFile).
-	LogDriverArgs func(logPath string) map[string]string
-	// LogDriver is the absolute path of the log driver program, needed
-	// with LogDriverArgs (package logd installs it under RootDir). The
-	// shim runs it in containerd's mount namespace, where a path of
-	// staticlet's own (os.Executable in a container) may not exist.
-	LogDriver string
+	// Logs says where containers' output goes, and through what.
+	Logs LogConfig
 	// Pause configures the pause program of pods' sandboxes.
 	Pause pause.Config
 	// Cgroups configures the pods' cgroups: their driver, whether pods
@@ -115,38 +109,15 @@ type Config struct {
 	Cgroups cgroups.Config
 	// Snapshotter unpacks images; default overlayfs.
 	Snapshotter string
-	// HostIP is the node's address, for the environment of containers.
-	HostIP string
-	// AllowedUnsafeSysctls are sysctls outside the safe set that pods may
-	// set; a pattern ending in * matches a prefix.
-	AllowedUnsafeSysctls []string
-	// ResolvConf is the host's resolver configuration, the base of pods'
-	// /etc/resolv.conf; default /etc/resolv.conf.
-	ResolvConf string
-	// CredentialsFile, when set, is the only docker config file read for
-	// registry credentials; otherwise the kubelet's search path is used
-	// (config.json in RootDir, ~/.docker and /.docker, then .dockercfg).
-	CredentialsFile string
-	// RegistryConfigDir is a directory of containerd-style hosts.toml
-	// files (mirrors, CA files, plain HTTP); none when empty.
-	RegistryConfigDir string
+	// Node is what pods' specs get from the node.
+	Node NodeConfig
 	// Network, when set, connects each pod off the host network to a host
 	// bridge with addresses of its own; nil leaves such pods with loopback
 	// only.
 	Network *podnet.Config
-	// ImageNamespaces are other containerd namespaces whose images
-	// staticlet uses when its own namespace lacks one, with no pull
-	// (kubeadm's and crictl's pulls go to k8s.io); none when empty.
-	ImageNamespaces []string
-	// AwaitImports, when set, is asked before an image that containerd
-	// does not have is pulled or reported missing: it blocks while image
-	// files are being imported (ctx bounds the wait) and reports whether
-	// it waited, so that the image is looked for again first.
-	AwaitImports func(ctx context.Context) bool
-	// Pulled, when set, is told of every pull from a registry once it
-	// ends (one per download: pods joining a pull in flight add none),
-	// with how long it took and its error. It must not block.
-	Pulled func(took time.Duration, err error)
+	// Images configures where images come from: registry credentials and
+	// mirrors, other containerd namespaces, the import directory.
+	Images images.StoreConfig
 	// ShimSpread is how many shared shims of a QoS class new pods spread
 	// over before any is full (shims.go); default twice the number of
 	// CPUs, at most 4.
@@ -160,14 +131,43 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// LogConfig says where containers' output goes.
+type LogConfig struct {
+	// Dir is where container output goes.
+	Dir string
+	// DriverArgs, when set, makes the runc shim write each container's
+	// output through Driver (containerd's binary logging): the shim
+	// runs Driver with DriverArgs(the container's log file) as its
+	// arguments and the container's stdout and stderr pipes. Nil sends the
+	// output raw to the log file (cio.LogFile).
+	DriverArgs func(logPath string) map[string]string
+	// Driver is the absolute path of the log driver program, needed
+	// with DriverArgs (package logd installs it under RootDir). The
+	// shim runs it in containerd's mount namespace, where a path of
+	// staticlet's own (os.Executable in a container) may not exist.
+	Driver string
+}
+
+// NodeConfig is what pods' specs get from the node.
+type NodeConfig struct {
+	// HostIP is the node's address, for the environment of containers.
+	HostIP string
+	// AllowedUnsafeSysctls are sysctls outside the safe set that pods may
+	// set; a pattern ending in * matches a prefix.
+	AllowedUnsafeSysctls []string
+	// ResolvConf is the host's resolver configuration, the base of pods'
+	// /etc/resolv.conf; default /etc/resolv.conf.
+	ResolvConf string
+}
+
 // Runtime drives containerd for staticlet.
 type Runtime struct {
 	cfg    Config
 	client *client.Client
-	pulls  *pullGroup
-	images imageCache
-	// registry says where pulls go and with which credentials.
-	registry registry.Config
+	// images finds, pulls and unpacks the images containers run.
+	images *images.Store
+	// leases makes the leases containers' snapshots are made under.
+	leases *lease.Maker
 	// caps are the capabilities staticlet holds, the most a container can
 	// be given.
 	caps []string
@@ -185,7 +185,7 @@ type Runtime struct {
 	listings listBatcher
 	// groups counts the sandboxes being made per shim group.
 	groups shimGroups
-	// network is the pod network; nil without one.
+	// network is the pod network; a nil *podnet.Network without one.
 	network podNetwork
 	// shims remembers the shims SweepShims found serving no task.
 	shims shimSweeper
@@ -203,8 +203,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Snapshotter == "" {
 		cfg.Snapshotter = "overlayfs"
 	}
-	if cfg.ResolvConf == "" {
-		cfg.ResolvConf = "/etc/resolv.conf"
+	if cfg.Node.ResolvConf == "" {
+		cfg.Node.ResolvConf = "/etc/resolv.conf"
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 30 * time.Second
@@ -215,13 +215,13 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	for _, ns := range cfg.ImageNamespaces {
+	for _, ns := range cfg.Images.Namespaces {
 		if err := identifiers.Validate(ns); err != nil {
 			return nil, fmt.Errorf("image namespace: %w", err)
 		}
 	}
-	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
-		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)
+	if cfg.Logs.DriverArgs != nil && !filepath.IsAbs(cfg.Logs.Driver) {
+		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.Logs.Driver)
 	}
 	pauseRoot, err := pause.Prepare(cfg.Pause, cfg.RootDir)
 	if err != nil {
@@ -240,7 +240,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	node, err := nodeFacts(cfg.HostIP)
+	node, err := nodeFacts(cfg.Node.HostIP)
 	if err != nil {
 		return nil, err
 	}
@@ -254,12 +254,17 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		c.Close()
 		return nil, err
 	}
-	home, _ := os.UserHomeDir() // none under a bare service manager: skipped
-	reg := registry.Config{
-		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
-		HostsDir:        cfg.RegistryConfigDir,
-	}
-	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cg, network: network, pause: pauseRoot, boot: boot}
+	leases := &lease.Maker{Leases: c.LeasesService(), Namespace: cfg.Namespace, CallTimeout: cfg.CallTimeout, Logger: cfg.Logger}
+	store := images.NewStore(cfg.Images, images.Site{
+		Client:      c,
+		Namespace:   cfg.Namespace,
+		Snapshotter: cfg.Snapshotter,
+		CallTimeout: cfg.CallTimeout,
+		RootDir:     cfg.RootDir,
+		Leases:      leases,
+		Logger:      cfg.Logger,
+	})
+	rt := &Runtime{cfg: cfg, client: c, images: store, leases: leases, caps: caps, node: node, cgroups: cg, network: network, pause: pauseRoot, boot: boot}
 	return rt, nil
 }
 
@@ -329,7 +334,7 @@ func (r *Runtime) PodDir(uid string) string {
 
 // PodLogDir is the directory that holds a pod's container logs.
 func (r *Runtime) PodLogDir(namespace, name, uid string) string {
-	return filepath.Join(r.cfg.PodLogsDir, namespace+"_"+name+"_"+uid)
+	return filepath.Join(r.cfg.Logs.Dir, namespace+"_"+name+"_"+uid)
 }
 
 // RemovePodFiles removes a pod's logs, cgroups and state directory once

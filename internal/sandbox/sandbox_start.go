@@ -300,8 +300,8 @@ func (r *Runtime) pauseIO(logPath string) cio.Creator {
 	if r.pause.Builtin {
 		return cio.NullIO
 	}
-	if r.cfg.LogDriverArgs != nil {
-		return cio.BinaryIO(r.cfg.LogDriver, r.cfg.LogDriverArgs(logPath))
+	if r.cfg.Logs.DriverArgs != nil {
+		return cio.BinaryIO(r.cfg.Logs.Driver, r.cfg.Logs.DriverArgs(logPath))
 	}
 	return cio.LogFile(logPath)
 }

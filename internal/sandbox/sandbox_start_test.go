@@ -107,8 +107,8 @@ func TestStartSandboxPauseFails(t *testing.T) {
 		c.Pause = pause.Config{Binary: boom, Args: []string{"x"}}
 		// The output goes through the log driver, staticlet, as in the
 		// daemon.
-		c.LogDriver = pauseBinary(t)
-		c.LogDriverArgs = func(path string) map[string]string {
+		c.Logs.Driver = pauseBinary(t)
+		c.Logs.DriverArgs = func(path string) map[string]string {
 			return logs.DriverConfig{Path: path, MaxSize: 1 << 20, MaxFiles: 2}.Args()
 		}
 	})

@@ -141,7 +141,7 @@ func volumeRuntime(t *testing.T) *Runtime {
 	t.Helper()
 	root := t.TempDir()
 	return &Runtime{
-		cfg:  Config{RootDir: filepath.Join(root, "root"), PodLogsDir: filepath.Join(root, "logs")},
+		cfg:  Config{RootDir: filepath.Join(root, "root"), Logs: LogConfig{Dir: filepath.Join(root, "logs")}},
 		node: spec.NodeFacts{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
 	}
 }

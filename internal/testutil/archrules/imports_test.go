@@ -71,20 +71,20 @@ var rules = map[string]rule{
 	// imports its own subpackages, logs to read the tail of a
 	// container's log as its termination message, and the trades it
 	// drives (below).
-	"internal/watch":            {product, []string{"internal/pod"}},
-	"internal/health":           {product, []string{"internal/pod"}},
-	"internal/filewatch":        {product, []string{"internal/pod"}},
-	"internal/status":           {product, []string{"internal/pod"}},
-	"internal/status/printers":  {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":          {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/pause", "internal/podnet/...", "internal/sandbox/..."}},
-	"internal/sandbox/spec":     {product, []string{"internal/pod"}},
-	"internal/sandbox/procfs":   {product, nil},
-	"internal/sandbox/registry": {product, nil},
+	"internal/watch":           {product, []string{"internal/pod"}},
+	"internal/health":          {product, []string{"internal/pod"}},
+	"internal/filewatch":       {product, []string{"internal/pod"}},
+	"internal/status":          {product, []string{"internal/pod"}},
+	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
+	"internal/sandbox":         {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/..."}},
+	"internal/sandbox/spec":    {product, []string{"internal/pod"}},
+	"internal/sandbox/procfs":  {product, nil},
 
 	// The trades sandbox drives behind interfaces it declares. Each
 	// imports none of sandbox (its pure leaves spec and procfs aside)
-	// and none of the others. cgroups: the pods' cgroups with both
-	// drivers, OOM kills and usage.
+	// and none of the others (but lease, a leaf images shares with
+	// sandbox). cgroups: the pods' cgroups with both drivers, OOM kills
+	// and usage.
 	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs"}},
 	// The pause program: its root, and its body where staticlet is the
 	// pause; pauseprog writes the built-in one as machine code.
@@ -95,15 +95,21 @@ var rules = map[string]rule{
 	"internal/podnet":       {product, []string{"internal/pod", "internal/podnet/..."}},
 	"internal/podnet/ipam":  {product, nil},
 	"internal/podnet/netns": {product, nil},
+	// The node's images: the store in containerd (pull, registry
+	// credentials and mirrors, other namespaces, import) and the import
+	// directory, which drives a store through an interface it declares.
+	"internal/images":          {product, []string{"internal/pod", "internal/sandbox/spec", "internal/lease", "internal/images/registry"}},
+	"internal/images/registry": {product, nil},
+	// staticlet's containerd leases, made by sandbox and images.
+	"internal/lease": {product, nil},
 
 	// Leaves that know no pods: the container log files (written by the
 	// log daemon or driver, read by sandbox and the logs command), the
 	// node's log daemon and its forwarder, files put in place for running
-	// programs, the image import directory, the logind inhibitor lock.
+	// programs, the logind inhibitor lock.
 	"internal/logs":         {product, nil},
 	"internal/logd":         {product, []string{"internal/logs", "internal/install"}},
 	"internal/install":      {product, nil},
-	"internal/images":       {product, nil},
 	"internal/nodeshutdown": {product, nil},
 	// The Prometheus metrics: fed by cmd with what the adapters report,
 	// and reading the pods' statuses it is handed, so pod alone.
