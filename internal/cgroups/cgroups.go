@@ -3,10 +3,12 @@
 // each pod's cgroup with its limits, with the cgroupfs driver or the
 // systemd one (slices through systemd's D-Bus API), names the cgroups of
 // containers for runc, counts OOM kills, and reads CPU and memory usage.
-// It knows nothing of containerd: package sandbox hands it the cgroup
-// paths of containers' specs.
+// It does not talk to containerd: package sandbox hands it the cgroup
+// paths of containers' specs, and gives runc the names and options it
+// returns.
 //
-// A Manager is safe for concurrent use; it starts no goroutine.
+// A Manager is safe for concurrent use. What it keeps open is the
+// systemd driver's D-Bus connection, which Close ends.
 package cgroups
 
 import (
