@@ -298,7 +298,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	imports = images.New(images.Config{
 		Path:      cfg.images.importDir,
 		StateFile: filepath.Join(cfg.rootDir, importStateFile),
-		Importer:  importRuntime{rt},
+		Importer:  imageImporter{rt.Images()},
 		Resync:    cfg.dirSource.fileCheckFrequency,
 		Logger:    logger,
 	})
@@ -337,7 +337,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		},
 		Logs:       logOpener(store, cfg.logs.dir),
 		Exec:       execInContainer(rt),
-		Images:     imageLister(rt),
+		Images:     imageLister(rt.Images()),
 		Stats:      statsReader(rt),
 		Restart:    restarter(rec),
 		Metrics:    meters.Handler(),
