@@ -109,7 +109,7 @@ fuzz:
 # the default daemon: each boots a whole Debian, and what they test is
 # staticlet under systemd, not containerd. Every release runs even
 # when one fails; the target fails at the end.
-CONTAINERD_PKGS := ./internal/testutil/ctrdtest/... ./internal/sandbox/... ./cmd/staticlet ./test/e2e
+CONTAINERD_PKGS := ./internal/testutil/ctrdtest/... ./internal/sandbox/... ./internal/images/... ./cmd/staticlet ./test/e2e
 test-containerd: deps build
 	$(GO) run ./internal/testutil/ctrdtest/prebuild
 	@daemons=$$($(GO) run ./internal/testutil/ctrdtest/prebuild -list) || exit 1; \

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
@@ -26,6 +27,7 @@ import (
 	"github.com/staticlet/staticlet/internal/metrics"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/podnet"
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/status"
@@ -68,16 +70,16 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	// resolves no image before the errgroup below starts.
 	var imports *images.Dir
 	sc := cfg.sandboxConfig()
-	sc.LogDriverArgs, sc.LogDriver = logDriverArgs, logInstall.Driver
-	sc.HostIP, sc.Network = nodeIP, network
-	sc.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
-	sc.Pulled, sc.Logger = meters.ImagePulled, logger
+	sc.Logs.DriverArgs, sc.Logs.Driver = logDriverArgs, logInstall.Driver
+	sc.Node.HostIP, sc.Network = nodeIP, network
+	sc.Images.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
+	sc.Images.Pulled, sc.Logger = meters.ImagePulled, logger
 	rt, err := openRuntime(ctx, sc)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	imports = images.New(cfg.importDirConfig(importRuntime{rt}, logger))
+	imports = images.New(cfg.importDirConfig(imageImporter{rt.Images()}, logger))
 
 	rep := reporter{store: store, metrics: meters, logger: logger}
 	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Ran: meters.ProbeRan, Logger: logger})
@@ -108,7 +110,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Health:     daemonHealth(rec, rt),
 		Logs:       logOpener(store, cfg.logs.dir),
 		Exec:       execInContainer(rt),
-		Images:     imageLister(rt),
+		Images:     imageLister(rt.Images()),
 		Stats:      statsReader(rt),
 		Restart:    restarter(rec),
 		Metrics:    meters.Handler(),
@@ -208,18 +210,24 @@ func installLogDaemon(rootDir string) (logd.Install, error) {
 // network, image imports, metrics).
 func (cfg *runConfig) sandboxConfig() sandbox.Config {
 	return sandbox.Config{
-		Address:              strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
-		Namespace:            cfg.runtime.containerdNS,
-		RootDir:              cfg.rootDir,
-		PodLogsDir:           cfg.logs.dir,
-		ResolvConf:           cfg.runtime.resolvConf,
-		AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
-		CredentialsFile:      cfg.images.credentials,
-		RegistryConfigDir:    cfg.images.registryConfigDir,
-		ImageNamespaces:      imageNamespaces(cfg.images.namespaces),
-		NoPodCgroups:         !cfg.runtime.cgroupsPerQOS,
-		SystemdCgroups:       cfg.runtime.cgroupDriver == "systemd",
-		PodPidsLimit:         cfg.runtime.podPidsLimit,
+		Address:   strings.TrimPrefix(cfg.runtime.containerdAddress, "unix://"),
+		Namespace: cfg.runtime.containerdNS,
+		RootDir:   cfg.rootDir,
+		Logs:      sandbox.LogConfig{Dir: cfg.logs.dir},
+		Node: sandbox.NodeConfig{
+			ResolvConf:           cfg.runtime.resolvConf,
+			AllowedUnsafeSysctls: cfg.runtime.unsafeSysctls,
+		},
+		Images: images.StoreConfig{
+			CredentialsFile:   cfg.images.credentials,
+			RegistryConfigDir: cfg.images.registryConfigDir,
+			Namespaces:        imageNamespaces(cfg.images.namespaces),
+		},
+		Cgroups: cgroups.Config{
+			NoPodCgroups: !cfg.runtime.cgroupsPerQOS,
+			Systemd:      cfg.runtime.cgroupDriver == "systemd",
+			PodPidsLimit: cfg.runtime.podPidsLimit,
+		},
 	}
 }
 
@@ -376,8 +384,8 @@ func imageNamespaces(flag []string) []string {
 }
 
 // networkConfig is the pod network's configuration from the flags.
-func networkConfig(cfg podNetworkConfig) (*sandbox.NetworkConfig, error) {
-	n := &sandbox.NetworkConfig{Bridge: cfg.bridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
+func networkConfig(cfg podNetworkConfig) (*podnet.Config, error) {
+	n := &podnet.Config{Bridge: cfg.bridge, Masquerade: cfg.masquerade, NftTable: cfg.nftTable}
 	if len(n.Bridge) == 0 || len(n.Bridge) > 15 {
 		return nil, fmt.Errorf("--pod-bridge %q: a link name is 1 to 15 bytes", n.Bridge)
 	}

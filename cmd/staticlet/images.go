@@ -10,18 +10,18 @@ import (
 
 	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/status"
 )
 
 // importStateFile, under --root-dir, records the image files imported.
 const importStateFile = "image-imports.json"
 
-// importRuntime is the runtime as the image import directory uses it.
-type importRuntime struct{ rt *sandbox.Runtime }
+// imageImporter is the image store as the import directory uses it: the
+// names of what an archive held.
+type imageImporter struct{ store *images.Store }
 
-func (i importRuntime) ImportArchive(ctx context.Context, r io.Reader, source string) ([]string, error) {
-	imgs, err := i.rt.ImportArchive(ctx, r, source)
+func (i imageImporter) ImportArchive(ctx context.Context, r io.Reader, source string) ([]string, error) {
+	imgs, err := i.store.ImportArchive(ctx, r, source)
 	names := make([]string, len(imgs))
 	for j, img := range imgs {
 		names[j] = img.Name
@@ -29,14 +29,14 @@ func (i importRuntime) ImportArchive(ctx context.Context, r io.Reader, source st
 	return names, err
 }
 
-func (i importRuntime) HasImage(ctx context.Context, name string) (bool, error) {
-	return i.rt.HasImage(ctx, name)
+func (i imageImporter) HasImage(ctx context.Context, name string) (bool, error) {
+	return i.store.HasImage(ctx, name)
 }
 
-// imageLister lists the runtime's images for the status socket.
-func imageLister(rt *sandbox.Runtime) status.ImageLister {
+// imageLister lists the store's images for the status socket.
+func imageLister(store *images.Store) status.ImageLister {
 	return func(ctx context.Context) ([]status.Image, error) {
-		infos, err := rt.ListImages(ctx)
+		infos, err := store.ListImages(ctx)
 		if err != nil {
 			return nil, err
 		}

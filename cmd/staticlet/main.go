@@ -11,7 +11,7 @@ import (
 	"github.com/staticlet/staticlet/internal/cli"
 	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/logs"
-	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/pause"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -20,7 +20,7 @@ var version = "dev"
 func main() {
 	// The pause sandbox runs this binary; it must not touch cobra or flags.
 	if len(os.Args) == 2 && os.Args[1] == "pause" {
-		os.Exit(sandbox.Pause())
+		os.Exit(pause.Main())
 	}
 	// So does the log driver the shim runs for every container where
 	// there is no forwarder for the architecture, and the log daemon.

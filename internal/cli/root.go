@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/cgroups"
 )
 
 // DefaultStatusSocket is where the daemon serves its status socket unless
@@ -75,14 +75,14 @@ func versionCommand(version string) *cobra.Command {
 		Run: func(cmd *cobra.Command, _ []string) {
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "staticlet %s\n", version)
-			mode, err := sandbox.CgroupMode()
+			mode, err := cgroups.Mode()
 			if err != nil {
 				mode = "unknown: " + err.Error()
 			}
 			fmt.Fprintf(out, "cgroups: %s\n", mode)
 			// Which --cgroup-driver can work here: systemd needs systemd.
 			drivers := "cgroupfs"
-			if sandbox.SystemdBooted() {
+			if cgroups.SystemdBooted() {
 				drivers = "cgroupfs, systemd"
 			}
 			fmt.Fprintf(out, "cgroup drivers: %s\n", drivers)

@@ -1,8 +1,13 @@
-// Package images owns the image import directory: the archives (docker save
+// Package images owns the node's images. Its Store finds, pulls (with
+// registry credentials and mirrors, package registry), takes from other
+// containerd namespaces, imports, lists and unpacks the images of
+// staticlet's containerd namespace, for package sandbox, which runs them.
+//
+// Its Dir owns the image import directory: the archives (docker save
 // or OCI image layout tars, plain, gzip or zstd) and OCI image layout
 // directories that an air-gapped node gets its images from. It imports each
 // file once, at start and whenever one appears or changes, through an
-// Importer it declares (containerd, in staticlet), and reports per file what
+// Importer it declares (a Store, in staticlet), and reports per file what
 // it imported or why it could not.
 //
 // A file is known by the sha256 of its content: a file whose digest was
@@ -13,6 +18,7 @@
 // files and the temporary names of writers that rename into place.
 //
 // Dir's Run owns its goroutine; AwaitIdle may be called from any goroutine.
+// A Store is safe for concurrent use and starts no goroutine.
 package images
 
 import (
@@ -38,7 +44,7 @@ const (
 	DefaultSettle = time.Second
 )
 
-// Importer imports image archives; the sandbox Runtime is one.
+// Importer imports image archives; a Store is one, through cmd/staticlet.
 type Importer interface {
 	// ImportArchive imports the images of an archive (a tar stream,
 	// possibly compressed) and returns their full names; source names

@@ -120,7 +120,7 @@ spec:
 	// A Runtime that did not make the sandbox (a restarted staticlet's)
 	// reads its shim group once.
 	var restarted callCounter
-	rt, err := New(h.ctx(), Config{Address: h.env.Address, Namespace: testNS, RootDir: h.root, PodLogsDir: h.logs,
+	rt, err := New(h.ctx(), Config{Address: h.env.Address, Namespace: testNS, RootDir: h.root, Logs: LogConfig{Dir: h.logs},
 		Snapshotter: h.env.Snapshotter, ShimSpread: 1, ClientOptions: []client.Opt{restarted.option()}})
 	if err != nil {
 		t.Fatalf("New: %v", err)

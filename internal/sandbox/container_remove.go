@@ -15,7 +15,7 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // RemoveContainer deletes container id with its task and snapshot, killing
@@ -103,7 +103,7 @@ func (r *Runtime) removeTask(ctx context.Context, id string) error {
 // the pin directory stays until the end, so the next Sweep finds the
 // sandbox and finishes.
 func (r *Runtime) removeSandboxHostState(id string) error {
-	if err := r.network.tearDown(id); err != nil {
+	if err := r.network.TearDown(id); err != nil {
 		return fmt.Errorf("removing the network of sandbox %s: %w", id, err)
 	}
 	if err := netns.Remove(r.sandboxDir(id)); err != nil {
@@ -113,11 +113,11 @@ func (r *Runtime) removeSandboxHostState(id string) error {
 }
 
 // Sweep removes what a staticlet killed in the middle of a call left, at
-// start, before anything is made: the leases it held (SweepLeases), and
+// start, before anything is made: the leases it held (lease.Maker.Sweep), and
 // the pinned namespaces and network (addresses, veth, hostPort rules) of
 // sandboxes that no longer exist, as it was creating or removing one.
 func (r *Runtime) Sweep(ctx context.Context) error {
-	n, err := r.SweepLeases(ctx)
+	n, err := r.leases.Sweep(ctx)
 	if n > 0 {
 		r.cfg.Logger.Info("deleted the leases of an earlier staticlet", "leases", n)
 	}
@@ -132,7 +132,7 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 	for _, e := range entries {
 		candidates[e.Name()] = true
 	}
-	owners, err := r.network.owners()
+	owners, err := r.network.Owners()
 	if err != nil {
 		return fmt.Errorf("listing the pod network's allocations: %w", err)
 	}
@@ -155,7 +155,7 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 		}
 		r.cfg.Logger.Info("removing the namespaces and network of a sandbox that is gone", "sandbox", id)
 		if id == "" {
-			errs = append(errs, r.network.ipam.Release(""))
+			errs = append(errs, r.network.Release(""))
 			continue
 		}
 		if err := r.removeSandboxHostState(id); err != nil {

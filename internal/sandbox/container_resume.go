@@ -86,10 +86,10 @@ func (r *Runtime) ResumeContainer(ctx context.Context, id string) (pod.Record, e
 // is one.
 func (r *Runtime) containerOutput(rec pod.Record) cio.Creator {
 	logPath := filepath.Join(r.PodLogDir(rec.Pod.Namespace, rec.Pod.Name, rec.PodUID), rec.Name, strconv.Itoa(rec.Attempt)+".log")
-	if r.cfg.LogDriverArgs != nil {
+	if r.cfg.Logs.DriverArgs != nil {
 		// The shim runs the driver with the container's pipes: output is
 		// written while staticlet is away, and never waits on it.
-		return cio.BinaryIO(r.cfg.LogDriver, r.cfg.LogDriverArgs(logPath))
+		return cio.BinaryIO(r.cfg.Logs.Driver, r.cfg.Logs.DriverArgs(logPath))
 	}
 	return cio.LogFile(logPath)
 }

@@ -23,7 +23,7 @@ import (
 func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) (_ pod.Record, err error) {
 	p, c := req.Pod, req.Container
 	clock := newPhaseClock()
-	img, err := r.resolveImage(ctx, c.Image, c.ImagePullPolicy)
+	img, err := r.images.Resolve(ctx, c.Image, c.ImagePullPolicy)
 	if err != nil {
 		return pod.Record{}, err
 	}
@@ -62,9 +62,9 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		HostCaps:         r.caps,
 		Namespaces:       r.pinnedPaths(req.Sandbox.ID, p),
 		SandboxPID:       req.Sandbox.Pid,
-		Image:            img.config,
-		CgroupsPath:      r.containerCgroup(podCgroup, id),
-		Resources:        r.resources,
+		Image:            img.Config,
+		CgroupsPath:      r.cgroups.ContainerCgroup(podCgroup, id),
+		Resources:        r.cgroups.Resources(),
 		Volumes:          volumes,
 		EtcFiles:         r.etcFiles(req.Sandbox.PodUID),
 		TerminationFile:  termFile,
@@ -90,7 +90,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	labels[LabelAttempt] = strconv.Itoa(req.Attempt)
 	labels[LabelSandboxID] = req.Sandbox.ID
 	labels[LabelImageRef] = c.Image
-	labels[LabelImageID] = img.id
+	labels[LabelImageID] = img.ID
 	labels[LabelStopSignal] = r.stopSignalOf(c, img)
 
 	logDir := filepath.Join(r.PodLogDir(p.Namespace, p.Name, req.Sandbox.PodUID), c.Name)
@@ -101,7 +101,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	terminationLabels(labels, c, termFile, logPath)
 
 	// The lease holds the snapshot until the container refers to it.
-	lctx, release, err := r.withLease(ctx, "container")
+	lctx, release, err := r.leases.With(ctx, "container")
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerError",
 			Err: fmt.Errorf("creating container %q of pod %s: %w", c.Name, p, err)}
@@ -112,10 +112,10 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	clock.mark("spec")
 	var rootfs []mount.Mount
 	ctr, err := r.client.NewContainer(cctx, id,
-		client.WithImage(img.image),
+		client.WithImage(img.Image),
 		client.WithSnapshotter(r.cfg.Snapshotter),
-		r.withNewSnapshot(id, img.image, &rootfs),
-		client.WithRuntime(runcRuntime, r.runtimeOptions()),
+		r.withNewSnapshot(id, img.Image, &rootfs),
+		client.WithRuntime(runcRuntime, r.cgroups.RuntimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels))
 	if err != nil {
@@ -177,7 +177,7 @@ func (r *Runtime) localhostSeccomp(p *pod.Pod, c *v1.Container) ([]byte, error) 
 // unsafeSysctlAllowed tells whether --allowed-unsafe-sysctls lets pods set
 // name; a pattern ending in * matches a prefix.
 func (r *Runtime) unsafeSysctlAllowed(name string) bool {
-	for _, pat := range r.cfg.AllowedUnsafeSysctls {
+	for _, pat := range r.cfg.Node.AllowedUnsafeSysctls {
 		if prefix, ok := strings.CutSuffix(pat, "*"); ok && strings.HasPrefix(name, prefix) || pat == name {
 			return true
 		}

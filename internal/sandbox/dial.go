@@ -4,7 +4,7 @@ import (
 	"context"
 	"net"
 
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // DialPod connects to addr (a literal IP and port) from inside the network

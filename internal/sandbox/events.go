@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/containerd/v2/core/events"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -162,7 +163,7 @@ func (r *Runtime) exitOwner(ctx context.Context, id string) (client.Container, p
 // noteCgroupOOM records an OOM kill that the cgroup of exited container c
 // counted, before its task is deleted along with the cgroup; with the
 // systemd driver, a kill its pod's slice counted when the container's
-// scope is already gone (oomLedger). It tells whether it marked one.
+// scope is already gone (package cgroups). It tells whether it marked one.
 func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) (bool, error) {
 	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
@@ -171,26 +172,9 @@ func (r *Runtime) noteCgroupOOM(ctx context.Context, c client.Container) (bool, 
 	if info.Labels[LabelOOMKilled] == "true" {
 		return false, nil
 	}
-	path := specCgroupsPath(info.Spec)
-	rel, err := cgroupRelPath(path)
-	if err != nil {
+	killed, err := r.cgroups.ExitOOM(specCgroupsPath(info.Spec))
+	if !killed || err != nil {
 		return false, err
-	}
-	n, found, err := r.cgroups.oomKillsAt(rel)
-	if err != nil {
-		return false, err
-	}
-	slice := podSlice(path)
-	switch {
-	case n > 0:
-		r.ooms.claim(slice, n)
-	case !found && slice != "":
-		count, err := r.cgroups.sliceOOMKills(slice)
-		if err != nil || !r.ooms.take(slice, count) {
-			return false, err
-		}
-	default:
-		return false, nil
 	}
 	if err := r.markOOM(ctx, c); err != nil {
 		return false, err
@@ -208,7 +192,7 @@ func (r *Runtime) noteOOM(ctx context.Context, c client.Container) error {
 	if info.Labels[LabelOOMKilled] == "true" {
 		return nil
 	}
-	r.ooms.claim(podSlice(specCgroupsPath(info.Spec)), 1)
+	r.cgroups.ClaimOOM(specCgroupsPath(info.Spec))
 	return r.markOOM(ctx, c)
 }
 
@@ -252,4 +236,20 @@ func (r *Runtime) settleExit(ctx context.Context, c client.Container, e pod.Task
 	default:
 		return r.deleteTask(ctx, c)
 	}
+}
+
+// specCgroupsPath returns the cgroupsPath of a container's spec as
+// containerd stores it, empty when it has none or cannot be read.
+func specCgroupsPath(a typeurl.Any) string {
+	if a == nil {
+		return ""
+	}
+	v, err := typeurl.UnmarshalAny(a)
+	if err != nil {
+		return ""
+	}
+	if s, ok := v.(*specs.Spec); ok && s.Linux != nil {
+		return s.Linux.CgroupsPath
+	}
+	return ""
 }

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
 	"github.com/staticlet/staticlet/internal/testutil/testimage"
@@ -121,7 +121,7 @@ func newHarnessWith(t *testing.T, configure func(*Config)) *harness {
 		Address:     env.Address,
 		Namespace:   testNS,
 		RootDir:     root,
-		PodLogsDir:  logs,
+		Logs:        LogConfig{Dir: logs},
 		Snapshotter: env.Snapshotter,
 		// The ordinary pods of a class share one shim until it is full.
 		ShimSpread: 1,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
-	"github.com/containerd/containerd/v2/core/images"
+	ctrimages "github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/platforms"
@@ -21,6 +21,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/lease"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
@@ -42,7 +44,7 @@ func TestImageFromNamespace(t *testing.T) {
 	}))
 	t.Cleanup(reg.Close)
 	name := func(repo string) string { return reg.Listener.Addr().String() + "/" + repo + ":1" }
-	h := newHarnessWith(t, func(c *Config) { c.ImageNamespaces = []string{"absent", kubeletNS} })
+	h := newHarnessWith(t, func(c *Config) { c.Images.Namespaces = []string{"absent", kubeletNS} })
 	preload := func(ref string) client.Image {
 		t.Helper()
 		// A layer of its own, so that nothing of it is in staticlet's
@@ -65,7 +67,7 @@ spec:
 
 	t.Run("without ImageNamespaces it is not found", func(t *testing.T) {
 		cfg := h.rt.cfg
-		cfg.ImageNamespaces = nil
+		cfg.Images.Namespaces = nil
 		rt, err := New(h.ctx(), cfg)
 		if err != nil {
 			t.Fatalf("New: %v", err)
@@ -76,8 +78,8 @@ spec:
 			t.Errorf("ImageNeedsPull(%s) = %v, %q, %v, want a pull", c.Image, need, from, err)
 		}
 		c = &p.Spec.Containers[1]
-		if _, err := rt.resolveImage(h.ctx(), c.Image, c.ImagePullPolicy); pod.WaitingReason(err, "") != "ErrImageNeverPull" {
-			t.Errorf("resolveImage(%s, Never) = %v, want ErrImageNeverPull", c.Image, err)
+		if _, err := rt.images.Resolve(h.ctx(), c.Image, c.ImagePullPolicy); pod.WaitingReason(err, "") != "ErrImageNeverPull" {
+			t.Errorf("Resolve(%s, Never) = %v, want ErrImageNeverPull", c.Image, err)
 		}
 		h.wantNoImage(t, c.Image)
 	})
@@ -96,7 +98,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok, _, _, missing, err := images.Check(h.nsCtx(), h.client.ContentStore(), img.Target(), platforms.Default()); err != nil || !ok {
+		if ok, _, _, missing, err := ctrimages.Check(h.nsCtx(), h.client.ContentStore(), img.Target(), platforms.Default()); err != nil || !ok {
 			t.Errorf("after a garbage collection, image %s lacks %v (%v)", c.Image, missing, err)
 		}
 		h.start(p, sb, c.Name, 0)
@@ -151,88 +153,6 @@ spec:
 	})
 }
 
-// TestPresentContent: under containerd's default sharing policy a blob
-// is made present in another namespace without a byte written; a writer
-// that does not find it shared (the "isolated" policy, here a store that
-// hides the digest from containerd) copies it from the other namespace.
-func TestPresentContent(t *testing.T) {
-	h := newHarness(t)
-	for _, tt := range []struct {
-		name   string
-		hide   bool
-		copied bool
-	}{
-		{name: "shared", hide: false, copied: false},
-		{name: "not shared", hide: true, copied: true},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			ref := "localhost/present:" + tt.name[:3]
-			img := h.env.ImportImageWith(t, kubeletNS, testimage.Options{Ref: ref, Files: map[string][]byte{"bin/present": []byte(tt.name)}})
-			ctx, release, err := h.rt.withLease(h.ctx(), "test")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer release()
-			cs := &countingStore{Store: h.client.ContentStore(), hideDigest: tt.hide}
-			if err := presentContent(ctx, cs, kubeletNS, img.Target(), platforms.Default()); err != nil {
-				t.Fatalf("presentContent(%s): %v", ref, err)
-			}
-			available, required, present, missing, err := images.Check(ctx, h.client.ContentStore(), img.Target(), platforms.Default())
-			if err != nil || !available || len(missing) != 0 {
-				t.Fatalf("images.Check(%s) in staticlet's namespace = %v, missing %v, %v, want all present", ref, available, missing, err)
-			}
-			var size int64
-			for _, d := range append(present, img.Target()) {
-				size += d.Size
-			}
-			wantWritten := int64(0)
-			if tt.copied {
-				wantWritten = size
-			}
-			if got := cs.written.Load(); got != wantWritten {
-				t.Errorf("bytes written for %d blobs of %d bytes = %d, want %d", len(required)+1, size, got, wantWritten)
-			}
-		})
-	}
-}
-
-// countingStore counts the bytes written through it; with hideDigest its
-// writers do not tell containerd the digest they expect, so that it
-// shares no blob.
-type countingStore struct {
-	content.Store
-	hideDigest bool
-	written    atomic.Int64
-}
-
-func (s *countingStore) Writer(ctx context.Context, opts ...content.WriterOpt) (content.Writer, error) {
-	var wo content.WriterOpts
-	for _, o := range opts {
-		if err := o(&wo); err != nil {
-			return nil, err
-		}
-	}
-	if s.hideDigest {
-		wo.Desc.Digest = ""
-	}
-	w, err := s.Store.Writer(ctx, content.WithRef(wo.Ref), content.WithDescriptor(wo.Desc))
-	if err != nil {
-		return nil, err
-	}
-	return &countingWriter{Writer: w, n: &s.written}, nil
-}
-
-type countingWriter struct {
-	content.Writer
-	n *atomic.Int64
-}
-
-func (w *countingWriter) Write(p []byte) (int, error) {
-	n, err := w.Writer.Write(p)
-	w.n.Add(int64(n))
-	return n, err
-}
-
 // wantTaken checks that image name is in staticlet's namespace with
 // other's target, labelled as taken from k8s.io, unpacked, and listed so.
 func (h *harness) wantTaken(t *testing.T, name string, other client.Image) {
@@ -244,20 +164,20 @@ func (h *harness) wantTaken(t *testing.T, name string, other client.Image) {
 	if got, want := img.Target().Digest, other.Target().Digest; got != want {
 		t.Errorf("image %s in staticlet's namespace has digest %s, want %s as in %s", name, got, want, kubeletNS)
 	}
-	if got, want := img.Labels()[LabelImageSource], SourceNamespacePrefix+kubeletNS; got != want {
-		t.Errorf("image %s has label %s=%q, want %q", name, LabelImageSource, got, want)
+	if got, want := img.Labels()[images.LabelSource], images.SourceNamespacePrefix+kubeletNS; got != want {
+		t.Errorf("image %s has label %s=%q, want %q", name, images.LabelSource, got, want)
 	}
 	if ok, err := img.IsUnpacked(h.nsCtx(), h.env.Snapshotter); err != nil || !ok {
 		t.Errorf("image %s: IsUnpacked = %v, %v, want true", name, ok, err)
 	}
-	list, err := h.rt.ListImages(h.ctx())
+	list, err := h.rt.images.ListImages(h.ctx())
 	if err != nil {
 		t.Fatalf("ListImages: %v", err)
 	}
 	for _, info := range list {
 		if info.Name == name {
-			if info.Source != SourceNamespacePrefix+kubeletNS || info.Size <= 0 {
-				t.Errorf("ListImages has %+v, want source %s%s and a size", info, SourceNamespacePrefix, kubeletNS)
+			if info.Source != images.SourceNamespacePrefix+kubeletNS || info.Size <= 0 {
+				t.Errorf("ListImages has %+v, want source %s%s and a size", info, images.SourceNamespacePrefix, kubeletNS)
 			}
 			return
 		}
@@ -294,7 +214,7 @@ func (h *harness) wantNoLease(t *testing.T) {
 		t.Fatalf("listing leases: %v", err)
 	}
 	for _, l := range all {
-		if ownLease(l, l.CreatedAt) {
+		if _, own := l.Labels[lease.LabelLease]; own || strings.HasPrefix(l.ID, "staticlet-") {
 			t.Errorf("lease %s (%v) is left", l.ID, l.Labels)
 		}
 	}
@@ -330,7 +250,7 @@ func (h *harness) preloadIncomplete(ref string, base client.Image) {
 	if err := content.WriteBlob(ctx, h.client.ContentStore(), "incomplete", bytes.NewReader(b), desc); err != nil {
 		t.Fatalf("writing the manifest of %s: %v", ref, err)
 	}
-	if _, err := h.client.ImageService().Create(ctx, images.Image{Name: ref, Target: desc}); err != nil {
+	if _, err := h.client.ImageService().Create(ctx, ctrimages.Image{Name: ref, Target: desc}); err != nil {
 		t.Fatalf("creating image %s in %s: %v", ref, kubeletNS, err)
 	}
 }
@@ -339,7 +259,7 @@ func (h *harness) preloadIncomplete(ref string, base client.Image) {
 // lookup is refused at start instead.
 func TestNewChecksImageNamespaces(t *testing.T) {
 	for _, ns := range []string{"", "a b", "-k8s.io"} {
-		_, err := New(context.Background(), Config{Address: "/nonexistent.sock", RootDir: t.TempDir(), ImageNamespaces: []string{ns}})
+		_, err := New(context.Background(), Config{Address: "/nonexistent.sock", RootDir: t.TempDir(), Images: images.StoreConfig{Namespaces: []string{ns}}})
 		if err == nil || !strings.Contains(err.Error(), "image namespace") {
 			t.Errorf("New with image namespace %q = %v, want it refused", ns, err)
 		}

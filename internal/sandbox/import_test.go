@@ -8,6 +8,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
 
@@ -37,7 +38,7 @@ func TestImportArchive(t *testing.T) {
 				archive = tt.compress(t, archive)
 			}
 			source := strings.ReplaceAll(tt.name, " ", "-") + ".tar"
-			got, err := h.rt.ImportArchive(h.ctx(), bytes.NewReader(archive), source)
+			got, err := h.rt.images.ImportArchive(h.ctx(), bytes.NewReader(archive), source)
 			if err != nil {
 				t.Fatalf("ImportArchive: %v", err)
 			}
@@ -48,8 +49,8 @@ func TestImportArchive(t *testing.T) {
 			if err != nil {
 				t.Fatalf("GetImage(%s): %v", tt.want, err)
 			}
-			if src := img.Labels()[LabelImageSource]; src != "import:"+source {
-				t.Errorf("label %s = %q, want %q", LabelImageSource, src, "import:"+source)
+			if src := img.Labels()[images.LabelSource]; src != "import:"+source {
+				t.Errorf("label %s = %q, want %q", images.LabelSource, src, "import:"+source)
 			}
 			if ok, err := img.IsUnpacked(h.nsCtx(), h.env.Snapshotter); err != nil || !ok {
 				t.Errorf("IsUnpacked = %v, %v, want true", ok, err)
@@ -59,10 +60,10 @@ func TestImportArchive(t *testing.T) {
 					t.Errorf("the archive's own name %s is left in containerd", tt.ref)
 				}
 			}
-			if ok, err := h.rt.HasImage(h.ctx(), tt.want); err != nil || !ok {
+			if ok, err := h.rt.images.HasImage(h.ctx(), tt.want); err != nil || !ok {
 				t.Errorf("HasImage(%s) = %v, %v, want true", tt.want, ok, err)
 			}
-			list, err := h.rt.ListImages(h.ctx())
+			list, err := h.rt.images.ListImages(h.ctx())
 			if err != nil {
 				t.Fatalf("ListImages: %v", err)
 			}
@@ -83,14 +84,14 @@ func TestImportArchive(t *testing.T) {
 
 	t.Run("corrupt", func(t *testing.T) {
 		archive := gzipped(t, []byte("this is not a tar archive, only text that goes on for a while"))
-		if got, err := h.rt.ImportArchive(h.ctx(), bytes.NewReader(archive), "bad.tar.gz"); err == nil {
+		if got, err := h.rt.images.ImportArchive(h.ctx(), bytes.NewReader(archive), "bad.tar.gz"); err == nil {
 			t.Errorf("ImportArchive(corrupt) = %+v, want an error", got)
 		} else if !strings.Contains(err.Error(), "bad.tar.gz") {
 			t.Errorf("ImportArchive(corrupt) error %q does not name the file", err)
 		}
 	})
 	t.Run("missing image", func(t *testing.T) {
-		if ok, err := h.rt.HasImage(h.ctx(), "localhost/nowhere:v1"); err != nil || ok {
+		if ok, err := h.rt.images.HasImage(h.ctx(), "localhost/nowhere:v1"); err != nil || ok {
 			t.Errorf("HasImage(missing) = %v, %v, want false", ok, err)
 		}
 	})

@@ -8,15 +8,6 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// LabelImageSource is on containerd image records staticlet creates: where
-// the image came from: ImageSourcePull, SourceImportPrefix and the file's
-// name, or SourceNamespacePrefix and the containerd namespace it was taken
-// from.
-const LabelImageSource = labelPrefix + "source"
-
-// ImageSourcePull is LabelImageSource's value on a pulled image.
-const ImageSourcePull = "pull"
-
 // podLabels are the labels every container of p carries.
 func podLabels(p *pod.Pod, kind pod.ContainerKind) map[string]string {
 	return map[string]string{

@@ -13,8 +13,9 @@ import (
 	"github.com/moby/sys/signal"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // hookBodyLimit is how much of an httpGet hook's response is read.
@@ -136,18 +137,18 @@ func (r *Runtime) podNetNS(ctx context.Context, id, sandboxID string) (string, e
 // stopSignalOf is the signal that stops container c, for its label:
 // lifecycle.stopSignal, else the image's STOPSIGNAL, else SIGTERM. An
 // image's signal this system does not know falls back to SIGTERM.
-func (r *Runtime) stopSignalOf(c *v1.Container, img *resolvedImage) string {
+func (r *Runtime) stopSignalOf(c *v1.Container, img *images.Resolved) string {
 	if l := c.Lifecycle; l != nil && l.StopSignal != nil && *l.StopSignal != "" {
 		if _, err := signal.ParseSignal(string(*l.StopSignal)); err == nil {
 			return string(*l.StopSignal)
 		}
 		r.cfg.Logger.Warn("unknown lifecycle.stopSignal; using the image's or SIGTERM", "container", c.Name, "signal", *l.StopSignal)
 	}
-	if img.stopSignal != "" {
-		if _, err := signal.ParseSignal(img.stopSignal); err == nil {
-			return img.stopSignal
+	if img.StopSignal != "" {
+		if _, err := signal.ParseSignal(img.StopSignal); err == nil {
+			return img.StopSignal
 		}
-		r.cfg.Logger.Warn("unknown STOPSIGNAL in image; using SIGTERM", "container", c.Name, "image", img.id, "signal", img.stopSignal)
+		r.cfg.Logger.Warn("unknown STOPSIGNAL in image; using SIGTERM", "container", c.Name, "image", img.ID, "signal", img.StopSignal)
 	}
 	return "SIGTERM"
 }

@@ -164,7 +164,7 @@ func (r *Runtime) record(ctx context.Context, c containers.Container, t *task.Pr
 	// An exit not recorded yet, missed while staticlet was not
 	// running, say: its cgroup is still there to tell an OOM kill.
 	if rec.State == pod.TaskExited && !rec.OOMKilled && c.Labels[LabelExitCode] == "" {
-		n, _ := r.cgroups.oomKills(specCgroupsPath(c.Spec))
+		n, _ := r.cgroups.OOMKills(specCgroupsPath(c.Spec))
 		rec.OOMKilled = n > 0
 	}
 	rec.Message = r.terminationMessage(ctx, rec, c.Labels, live)

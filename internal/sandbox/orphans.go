@@ -265,7 +265,7 @@ func (r *Runtime) SweepPodFiles(ctx context.Context, keep func(uid string) bool)
 	if err != nil {
 		return nil, fmt.Errorf("listing containers: %w", err)
 	}
-	logs, err := os.ReadDir(r.cfg.PodLogsDir)
+	logs, err := os.ReadDir(r.cfg.Logs.Dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("listing pod log directories: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 )
 
@@ -56,8 +57,8 @@ func TestSweepPodFiles(t *testing.T) {
 func TestSweepShims(t *testing.T) {
 	h := newHarness(t)
 	rt, err := New(h.ctx(), Config{
-		Address: h.env.Address, Namespace: testNS, RootDir: h.root, PodLogsDir: h.logs,
-		PauseBinary: pauseBinary(t), Snapshotter: h.env.Snapshotter,
+		Address: h.env.Address, Namespace: testNS, RootDir: h.root, Logs: LogConfig{Dir: h.logs},
+		Pause: pause.Config{Binary: pauseBinary(t)}, Snapshotter: h.env.Snapshotter,
 		CallTimeout: 500 * time.Millisecond,
 	})
 	if err != nil {

@@ -24,9 +24,9 @@ func (r *Runtime) writePodFiles(p *pod.Pod, podIP string) error {
 	if err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("reading the host's /etc/hosts: %w", err)
 	}
-	resolv, err := os.ReadFile(r.cfg.ResolvConf)
+	resolv, err := os.ReadFile(r.cfg.Node.ResolvConf)
 	if err != nil && !os.IsNotExist(err) {
-		return fmt.Errorf("reading %s: %w", r.cfg.ResolvConf, err)
+		return fmt.Errorf("reading %s: %w", r.cfg.Node.ResolvConf, err)
 	}
 	hostName, err := os.Hostname()
 	if err != nil {

@@ -1,8 +1,12 @@
-// Package sandbox is staticlet's only link to containerd. It creates a pod's
-// pause sandbox and containers, stops and removes them, lists them by label
-// so a restarted staticlet can adopt them, resolves images, and turns
-// containerd's task-exit events into data for the reconciler. It decides
-// nothing: what to run and when is the reconciler's business.
+// Package sandbox is staticlet's link to containerd's containers and
+// tasks. It creates a pod's pause sandbox and containers, stops and
+// removes them, lists them by label so a restarted staticlet can adopt
+// them, and turns containerd's task-exit events into data for the
+// reconciler. It decides nothing: what to run and when is the
+// reconciler's business. The trades around a container are packages of
+// their own that it drives through interfaces it declares: the pods'
+// cgroups (cgroups), the pod network (podnet), images (images) and the
+// pause program (pause).
 //
 // Every method takes a context and is safe for concurrent use; calls for
 // different pods never wait on each other, but in containerd: pods that
@@ -30,8 +34,11 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/staticlet/staticlet/internal/sandbox/pauseprog"
-	"github.com/staticlet/staticlet/internal/sandbox/registry"
+	"github.com/staticlet/staticlet/internal/cgroups"
+	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/lease"
+	"github.com/staticlet/staticlet/internal/pause"
+	"github.com/staticlet/staticlet/internal/podnet"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
@@ -93,74 +100,24 @@ type Config struct {
 	// the pause root (pause/rootfs/), pod IP allocations (network/) and
 	// seccomp profiles (seccomp/).
 	RootDir string
-	// PodLogsDir is where container output goes.
-	PodLogsDir string
-	// LogDriverArgs, when set, makes the runc shim write each container's
-	// output through LogDriver (containerd's binary logging): the shim
-	// runs LogDriver with LogDriverArgs(the container's log file) as its
-	// arguments and the container's stdout and stderr pipes. Nil sends the
-	// output raw to the log file (cio.LogFile).
-	LogDriverArgs func(logPath string) map[string]string
-	// LogDriver is the absolute path of the log driver program, needed
-	// with LogDriverArgs (package logd installs it under RootDir). The
-	// shim runs it in containerd's mount namespace, where a path of
-	// staticlet's own (os.Executable in a container) may not exist.
-	LogDriver string
-	// PauseBinary, when set, is the program copied into the pause root and
-	// run with PauseArgs; a dynamically linked one gets its interpreter
-	// and libraries copied there too. By default the pause program is the
-	// built-in one for the architecture (pauseprog), a few hundred bytes
-	// with no runtime, and where there is none staticlet's own binary.
-	PauseBinary string
-	// PauseArgs are the arguments after the program; default ["pause"].
-	PauseArgs []string
-	// NoPodCgroups, as the kubelet's --cgroups-per-qos=false, makes no
-	// QoS-class or pod cgroups: each container's cgroup is directly under
-	// the cgroup root, with only its own limits. For a staticlet that
-	// cannot write the node's cgroups (in a container of its own) while
-	// containerd's runc can.
-	NoPodCgroups bool
-	// PodPidsLimit caps the processes of each pod's cgroup, as the
-	// kubelet's podPidsLimit; 0 or less is no cap.
-	PodPidsLimit int64
-	// SystemdCgroups is the kubelet's systemd cgroup driver: pods' cgroups
-	// are slices systemd makes, under <Namespace>.slice, and containers'
-	// are scopes runc's systemd driver makes. It needs systemd as PID 1.
-	SystemdCgroups bool
+	// Logs says where containers' output goes, and through what.
+	Logs LogConfig
+	// Pause configures the pause program of pods' sandboxes.
+	Pause pause.Config
+	// Cgroups configures the pods' cgroups: their driver, whether pods
+	// have cgroups of their own, and the pods' process cap.
+	Cgroups cgroups.Config
 	// Snapshotter unpacks images; default overlayfs.
 	Snapshotter string
-	// HostIP is the node's address, for the environment of containers.
-	HostIP string
-	// AllowedUnsafeSysctls are sysctls outside the safe set that pods may
-	// set; a pattern ending in * matches a prefix.
-	AllowedUnsafeSysctls []string
-	// ResolvConf is the host's resolver configuration, the base of pods'
-	// /etc/resolv.conf; default /etc/resolv.conf.
-	ResolvConf string
-	// CredentialsFile, when set, is the only docker config file read for
-	// registry credentials; otherwise the kubelet's search path is used
-	// (config.json in RootDir, ~/.docker and /.docker, then .dockercfg).
-	CredentialsFile string
-	// RegistryConfigDir is a directory of containerd-style hosts.toml
-	// files (mirrors, CA files, plain HTTP); none when empty.
-	RegistryConfigDir string
+	// Node is what pods' specs get from the node.
+	Node NodeConfig
 	// Network, when set, connects each pod off the host network to a host
 	// bridge with addresses of its own; nil leaves such pods with loopback
 	// only.
-	Network *NetworkConfig
-	// ImageNamespaces are other containerd namespaces whose images
-	// staticlet uses when its own namespace lacks one, with no pull
-	// (kubeadm's and crictl's pulls go to k8s.io); none when empty.
-	ImageNamespaces []string
-	// AwaitImports, when set, is asked before an image that containerd
-	// does not have is pulled or reported missing: it blocks while image
-	// files are being imported (ctx bounds the wait) and reports whether
-	// it waited, so that the image is looked for again first.
-	AwaitImports func(ctx context.Context) bool
-	// Pulled, when set, is told of every pull from a registry once it
-	// ends (one per download: pods joining a pull in flight add none),
-	// with how long it took and its error. It must not block.
-	Pulled func(took time.Duration, err error)
+	Network *podnet.Config
+	// Images configures where images come from: registry credentials and
+	// mirrors, other containerd namespaces, the import directory.
+	Images images.StoreConfig
 	// ShimSpread is how many shared shims of a QoS class new pods spread
 	// over before any is full (shims.go); default twice the number of
 	// CPUs, at most 4.
@@ -174,27 +131,51 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// LogConfig says where containers' output goes.
+type LogConfig struct {
+	// Dir is where container output goes.
+	Dir string
+	// DriverArgs, when set, makes the runc shim write each container's
+	// output through Driver (containerd's binary logging): the shim
+	// runs Driver with DriverArgs(the container's log file) as its
+	// arguments and the container's stdout and stderr pipes. Nil sends the
+	// output raw to the log file (cio.LogFile).
+	DriverArgs func(logPath string) map[string]string
+	// Driver is the absolute path of the log driver program, needed
+	// with DriverArgs (package logd installs it under RootDir). The
+	// shim runs it in containerd's mount namespace, where a path of
+	// staticlet's own (os.Executable in a container) may not exist.
+	Driver string
+}
+
+// NodeConfig is what pods' specs get from the node.
+type NodeConfig struct {
+	// HostIP is the node's address, for the environment of containers.
+	HostIP string
+	// AllowedUnsafeSysctls are sysctls outside the safe set that pods may
+	// set; a pattern ending in * matches a prefix.
+	AllowedUnsafeSysctls []string
+	// ResolvConf is the host's resolver configuration, the base of pods'
+	// /etc/resolv.conf; default /etc/resolv.conf.
+	ResolvConf string
+}
+
 // Runtime drives containerd for staticlet.
 type Runtime struct {
 	cfg    Config
 	client *client.Client
-	pulls  *pullGroup
-	images imageCache
-	// registry says where pulls go and with which credentials.
-	registry registry.Config
+	// images finds, pulls and unpacks the images containers run.
+	images *images.Store
+	// leases makes the leases containers' snapshots are made under.
+	leases *lease.Maker
 	// caps are the capabilities staticlet holds, the most a container can
 	// be given.
 	caps []string
 	// node is what containers' environments may refer to.
 	node spec.NodeFacts
-	// cgroups are the node's cgroup hierarchies, and resources what they
-	// and staticlet's privileges let a spec ask for.
-	cgroups   cgroupHost
-	resources spec.ResourceFacts
-	// slices makes pods' slices with the systemd driver; nil with cgroupfs.
-	slices *systemdSlices
-	// ooms accounts for the OOM kills pods' slices counted.
-	ooms oomLedger
+	// cgroups are the pods' cgroups, with what the node's cgroups and
+	// staticlet's privileges let a spec ask for.
+	cgroups podCgroups
 	// messages caches exited containers' termination messages.
 	messages idCache[string]
 	// sandboxGroups caches the shim group of each sandbox, which each of its
@@ -204,13 +185,12 @@ type Runtime struct {
 	listings listBatcher
 	// groups counts the sandboxes being made per shim group.
 	groups shimGroups
-	// network is the pod network; nil without one.
-	network *podNetwork
+	// network is the pod network; a nil *podnet.Network without one.
+	network podNetwork
 	// shims remembers the shims SweepShims found serving no task.
 	shims shimSweeper
-	// pauseEnv is the pause process's environment beyond PATH: where a
-	// dynamically linked pause program finds its libraries in its root.
-	pauseEnv []string
+	// pause is the pause root, and how to run the program in it.
+	pause *pause.Root
 	// boot is the kernel's ID of the node's current boot.
 	boot string
 }
@@ -223,8 +203,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.Snapshotter == "" {
 		cfg.Snapshotter = "overlayfs"
 	}
-	if cfg.ResolvConf == "" {
-		cfg.ResolvConf = "/etc/resolv.conf"
+	if cfg.Node.ResolvConf == "" {
+		cfg.Node.ResolvConf = "/etc/resolv.conf"
 	}
 	if cfg.CallTimeout == 0 {
 		cfg.CallTimeout = 30 * time.Second
@@ -232,29 +212,18 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.ShimSpread <= 0 {
 		cfg.ShimSpread = min(2*goruntime.NumCPU(), 4)
 	}
-	if len(cfg.PauseArgs) == 0 {
-		cfg.PauseArgs = []string{"pause"}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	builtin, haveBuiltin := pauseprog.Program(goruntime.GOARCH)
-	if cfg.PauseBinary == "" && !haveBuiltin {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("finding the pause program: %w", err)
-		}
-		cfg.PauseBinary = exe
-	}
-	for _, ns := range cfg.ImageNamespaces {
+	for _, ns := range cfg.Images.Namespaces {
 		if err := identifiers.Validate(ns); err != nil {
 			return nil, fmt.Errorf("image namespace: %w", err)
 		}
 	}
-	if cfg.LogDriverArgs != nil && !filepath.IsAbs(cfg.LogDriver) {
-		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.LogDriver)
+	if cfg.Logs.DriverArgs != nil && !filepath.IsAbs(cfg.Logs.Driver) {
+		return nil, fmt.Errorf("log driver %q: the shim needs an absolute path", cfg.Logs.Driver)
 	}
-	libPath, err := preparePauseRoot(builtin, cfg.PauseBinary, pauseRoot(cfg.RootDir))
+	pauseRoot, err := pause.Prepare(cfg.Pause, cfg.RootDir)
 	if err != nil {
 		return nil, err
 	}
@@ -271,41 +240,31 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	node, err := nodeFacts(cfg.HostIP)
+	node, err := nodeFacts(cfg.Node.HostIP)
 	if err != nil {
 		return nil, err
 	}
-	cgroups, err := detectCgroups()
-	if err != nil {
-		return nil, err
-	}
-	resources, err := cgroups.resourceFacts(caps)
-	if err != nil {
-		return nil, err
-	}
-	resources.PodPidsLimit = cfg.PodPidsLimit
-	var slices *systemdSlices
-	if cfg.SystemdCgroups {
-		if !SystemdBooted() {
-			c.Close()
-			return nil, errors.New("the systemd cgroup driver needs systemd as the init system (no /run/systemd/system); use cgroupfs")
-		}
-		slices = &systemdSlices{v2: cgroups.unified}
-	}
-	network, err := newPodNetwork(cfg.RootDir, cfg.Network, cfg.Logger)
+	cg, err := cgroups.New(cfg.Cgroups, cfg.Namespace, caps)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	home, _ := os.UserHomeDir() // none under a bare service manager: skipped
-	reg := registry.Config{
-		CredentialFiles: registry.CredentialFiles(cfg.CredentialsFile, cfg.RootDir, home),
-		HostsDir:        cfg.RegistryConfigDir,
+	network, err := podnet.New(cfg.RootDir, cfg.Network, cfg.Logger)
+	if err != nil {
+		c.Close()
+		return nil, err
 	}
-	rt := &Runtime{cfg: cfg, client: c, pulls: newPullGroup(), registry: reg, caps: caps, node: node, cgroups: cgroups, resources: resources, slices: slices, network: network, boot: boot}
-	if libPath != "" {
-		rt.pauseEnv = []string{"LD_LIBRARY_PATH=" + libPath}
-	}
+	leases := &lease.Maker{Leases: c.LeasesService(), Namespace: cfg.Namespace, CallTimeout: cfg.CallTimeout, Logger: cfg.Logger}
+	store := images.NewStore(cfg.Images, images.Site{
+		Client:      c,
+		Namespace:   cfg.Namespace,
+		Snapshotter: cfg.Snapshotter,
+		CallTimeout: cfg.CallTimeout,
+		RootDir:     cfg.RootDir,
+		Leases:      leases,
+		Logger:      cfg.Logger,
+	})
+	rt := &Runtime{cfg: cfg, client: c, images: store, leases: leases, caps: caps, node: node, cgroups: cg, network: network, pause: pauseRoot, boot: boot}
 	return rt, nil
 }
 
@@ -343,9 +302,7 @@ func boundingSet() ([]string, error) {
 
 // Close releases the connection to containerd.
 func (r *Runtime) Close() error {
-	if r.slices != nil {
-		r.slices.close()
-	}
+	r.cgroups.Close()
 	return r.client.Close()
 }
 
@@ -377,7 +334,7 @@ func (r *Runtime) PodDir(uid string) string {
 
 // PodLogDir is the directory that holds a pod's container logs.
 func (r *Runtime) PodLogDir(namespace, name, uid string) string {
-	return filepath.Join(r.cfg.PodLogsDir, namespace+"_"+name+"_"+uid)
+	return filepath.Join(r.cfg.Logs.Dir, namespace+"_"+name+"_"+uid)
 }
 
 // RemovePodFiles removes a pod's logs, cgroups and state directory once

@@ -13,7 +13,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
@@ -47,13 +47,13 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	clock.mark("namespaces")
 	// The network goes into the pinned namespace before any process, and
 	// is torn down before the namespace is unpinned.
-	addrs, err := r.network.setUp(id, nsDir, p)
+	addrs, err := r.network.SetUp(id, nsDir, p)
 	if err != nil {
 		return pod.Record{}, fmt.Errorf("setting up the network of pod %s: %w", p, err)
 	}
 	defer func() {
 		if err != nil {
-			if terr := r.network.tearDown(id); terr != nil {
+			if terr := r.network.TearDown(id); terr != nil {
 				r.cfg.Logger.Warn("removing the network of a sandbox that failed", "sandbox", id, "err", terr)
 			}
 		}
@@ -80,12 +80,12 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 		}
 	}()
 	s := spec.Sandbox(p, spec.SandboxOptions{
-		Rootfs:      pauseRoot(r.cfg.RootDir),
-		Args:        append([]string{pauseProgram}, r.cfg.PauseArgs...),
-		Env:         r.pauseEnv,
-		CgroupsPath: r.containerCgroup(podCgroup, id),
+		Rootfs:      r.pause.Dir,
+		Args:        r.pause.Args,
+		Env:         r.pause.Env,
+		CgroupsPath: r.cgroups.ContainerCgroup(podCgroup, id),
 		Namespaces:  r.namespacePaths(id, p),
-		Resources:   r.resources,
+		Resources:   r.cgroups.Resources(),
 	})
 	labels := podLabels(p, pod.KindSandbox)
 	labels[LabelHash] = p.SandboxHash
@@ -114,7 +114,7 @@ func (r *Runtime) CreateSandbox(ctx context.Context, p *pod.Pod) (_ pod.Record, 
 	defer cancel()
 	ctr := containers.Container{ID: id}
 	for _, o := range []client.NewContainerOpts{
-		client.WithRuntime(runcRuntime, r.runtimeOptions()),
+		client.WithRuntime(runcRuntime, r.cgroups.RuntimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels),
 	} {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // podManifest is a pod "web" in namespace ns with one container "c" of the

@@ -19,6 +19,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/staticlet/staticlet/internal/logs"
+	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
@@ -214,7 +215,7 @@ func (e *pauseExit) Error() string {
 // and one that is late is only stopped less politely.
 const pauseReadyWait = 2 * time.Second
 
-// waitPauseReady waits until pause process pid has taken pauseReadyName,
+// waitPauseReady waits until pause process pid has taken pause.ReadyName,
 // which it does once it handles SIGTERM. One that exits first (exited
 // tells) is a *pauseExit. One that is not there at all (gone already, or
 // in a PID namespace staticlet does not see) and has not exited leaves
@@ -265,7 +266,7 @@ func pollPauseReady(ctx context.Context, pid uint32, exited <-chan client.ExitSt
 			return fmt.Errorf("reading the state of pause process %d: malformed %q", pid, b)
 		}
 		name, state := string(b[start+1:end]), b[end+2]
-		if name == pauseReadyName && state != 'Z' && state != 'X' {
+		if name == pause.ReadyName && state != 'Z' && state != 'X' {
 			return nil
 		}
 		select {
@@ -296,11 +297,11 @@ func (r *Runtime) pauseLog(id string) string {
 // the node is busy (containerd 1.6's shim then logs "error copying stderr"
 // and the file stays empty).
 func (r *Runtime) pauseIO(logPath string) cio.Creator {
-	if r.cfg.PauseBinary == "" {
+	if r.pause.Builtin {
 		return cio.NullIO
 	}
-	if r.cfg.LogDriverArgs != nil {
-		return cio.BinaryIO(r.cfg.LogDriver, r.cfg.LogDriverArgs(logPath))
+	if r.cfg.Logs.DriverArgs != nil {
+		return cio.BinaryIO(r.cfg.Logs.Driver, r.cfg.Logs.DriverArgs(logPath))
 	}
 	return cio.LogFile(logPath)
 }

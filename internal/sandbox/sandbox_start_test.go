@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/staticlet/staticlet/internal/logs"
+	"github.com/staticlet/staticlet/internal/pause"
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 )
 
 // sleeperManifest is a pod name whose container "c" sleeps.
@@ -103,11 +104,11 @@ func TestStartSandboxAgain(t *testing.T) {
 func TestStartSandboxPauseFails(t *testing.T) {
 	boom := boomProgram(t)
 	h := newHarnessWith(t, func(c *Config) {
-		c.PauseBinary, c.PauseArgs = boom, []string{"x"}
+		c.Pause = pause.Config{Binary: boom, Args: []string{"x"}}
 		// The output goes through the log driver, staticlet, as in the
 		// daemon.
-		c.LogDriver = pauseBinary(t)
-		c.LogDriverArgs = func(path string) map[string]string {
+		c.Logs.Driver = pauseBinary(t)
+		c.Logs.DriverArgs = func(path string) map[string]string {
 			return logs.DriverConfig{Path: path, MaxSize: 1 << 20, MaxFiles: 2}.Args()
 		}
 	})

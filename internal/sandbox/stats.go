@@ -1,24 +1,15 @@
 package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/containers"
 
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
@@ -34,7 +25,8 @@ import (
 //     below 0.
 //
 // A pod's usage is its cgroup's, which holds its containers and pause
-// process; without pod cgroups (NoPodCgroups), it is the sum of theirs.
+// process; without pod cgroups (cgroups.Config.NoPodCgroups), it is the
+// sum of theirs.
 
 // PodUsage is the resource usage of one pod and of its running containers.
 type PodUsage struct {
@@ -91,11 +83,11 @@ func (r *Runtime) SampleUsage(ctx context.Context, window time.Duration) (UsageS
 	if err != nil {
 		return UsageSample{}, fmt.Errorf("listing containers for their usage: %w", err)
 	}
-	targets := usageTargets(all, !r.cfg.NoPodCgroups)
+	targets := usageTargets(all, !r.cfg.Cgroups.NoPodCgroups)
 	var readErr error // the first, reported if no cgroup could be read
 	first := make(map[usageTarget]uint64, len(targets))
 	for _, t := range targets {
-		n, ok, err := r.cgroups.cpuUsage(t.rel)
+		n, ok, err := r.cgroups.CPUUsage(t.rel)
 		if err != nil && readErr == nil {
 			readErr = err
 		}
@@ -113,8 +105,8 @@ func (r *Runtime) SampleUsage(ctx context.Context, window time.Duration) (UsageS
 	}
 	second := make(map[usageTarget]cgroupUsage, len(first))
 	for t := range first {
-		cpu, ok, err := r.cgroups.cpuUsage(t.rel)
-		ws, wsOK, wsErr := r.cgroups.workingSet(t.rel)
+		cpu, ok, err := r.cgroups.CPUUsage(t.rel)
+		ws, wsOK, wsErr := r.cgroups.WorkingSet(t.rel)
 		if err = cmp.Or(err, wsErr); err != nil && readErr == nil {
 			readErr = err
 		}
@@ -141,7 +133,7 @@ func usageTargets(all []containers.Container, podCgroups bool) []usageTarget {
 	pods := map[pod.Key]bool{}
 	for _, c := range all {
 		cg := specCgroupsPath(c.Spec)
-		rel, err := cgroupRelPath(cg)
+		rel, err := cgroups.RelPath(cg)
 		if cg == "" || err != nil {
 			continue
 		}
@@ -151,7 +143,7 @@ func usageTargets(all []containers.Container, podCgroups bool) []usageTarget {
 		if !podCgroups || pods[key] {
 			continue
 		}
-		parent, err := podCgroupOf(cg)
+		parent, err := cgroups.PodCgroupOf(cg)
 		if err != nil {
 			continue
 		}
@@ -159,16 +151,6 @@ func usageTargets(all []containers.Container, podCgroups bool) []usageTarget {
 		out = append(out, usageTarget{pod: key, podLevel: true, rel: parent})
 	}
 	return out
-}
-
-// podCgroupOf is the path of the pod cgroup that holds a container's,
-// whose spec's cgroupsPath is cg: its parent with cgroupfs, its slice
-// with the systemd driver.
-func podCgroupOf(cg string) (string, error) {
-	if slice := podSlice(cg); slice != "" {
-		return SliceDir(slice)
-	}
-	return path.Dir(cg), nil
 }
 
 // podUsages puts the reads of targets together per pod: first holds the
@@ -226,95 +208,4 @@ func nanoCores(start, end uint64, window time.Duration) uint64 {
 	}
 	// In float: the product of a busy minute's ns would overflow uint64.
 	return uint64(float64(end-start) * float64(time.Second) / float64(window))
-}
-
-// cpuUsage returns the CPU time the cgroup at rel has used, in ns, and
-// whether it is there.
-func (h cgroupHost) cpuUsage(rel string) (uint64, bool, error) {
-	if h.unified {
-		b, ok, err := readCgroupFile(filepath.Join(h.v2Root, rel, "cpu.stat"))
-		if !ok || err != nil {
-			return 0, ok, err
-		}
-		usec, found := statValue(b, "usage_usec")
-		if !found {
-			return 0, true, fmt.Errorf("reading the CPU usage of cgroup %s: no usage_usec in cpu.stat", rel)
-		}
-		return usec * 1000, true, nil
-	}
-	mnt, ok := h.v1["cpuacct"]
-	if !ok {
-		return 0, false, nil
-	}
-	b, ok, err := readCgroupFile(filepath.Join(mnt, rel, "cpuacct.usage"))
-	if !ok || err != nil {
-		return 0, ok, err
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, true, fmt.Errorf("reading the CPU usage of cgroup %s: %w", rel, err)
-	}
-	return n, true, nil
-}
-
-// workingSet returns the memory working set of the cgroup at rel, and
-// whether it is there.
-func (h cgroupHost) workingSet(rel string) (uint64, bool, error) {
-	dir, usageFile, inactiveKey := filepath.Join(h.v2Root, rel), "memory.current", "inactive_file"
-	if !h.unified {
-		mnt, ok := h.v1["memory"]
-		if !ok {
-			return 0, false, nil
-		}
-		dir, usageFile, inactiveKey = filepath.Join(mnt, rel), "memory.usage_in_bytes", "total_inactive_file"
-	}
-	b, ok, err := readCgroupFile(filepath.Join(dir, usageFile))
-	if !ok || err != nil {
-		return 0, ok, err
-	}
-	usage, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, true, fmt.Errorf("reading the memory usage of cgroup %s: %w", rel, err)
-	}
-	stat, ok, err := readCgroupFile(filepath.Join(dir, "memory.stat"))
-	if !ok || err != nil {
-		return 0, ok, err
-	}
-	inactive, _ := statValue(stat, inactiveKey)
-	return workingSetOf(usage, inactive), true, nil
-}
-
-// workingSetOf is usage less inactive, floored at 0 as cAdvisor's.
-func workingSetOf(usage, inactive uint64) uint64 {
-	if inactive >= usage {
-		return 0
-	}
-	return usage - inactive
-}
-
-// readCgroupFile reads a cgroup's file, and tells whether it is there.
-func readCgroupFile(file string) ([]byte, bool, error) {
-	b, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, true, fmt.Errorf("reading %s: %w", file, err)
-	}
-	return b, true, nil
-}
-
-// statValue finds key's value in a cgroup file of "key value" lines
-// (memory.stat, cpu.stat), and tells whether it is there.
-func statValue(b []byte, key string) (uint64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok || k != key {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		return n, err == nil
-	}
-	return 0, false
 }

@@ -18,6 +18,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/procfs"
 	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
@@ -434,7 +435,7 @@ func readMountInfo() ([]mountEntry, error) {
 		if sep < 6 || sep+1 >= len(fields) {
 			continue
 		}
-		m := mountEntry{point: unescapeMount(fields[4]), fsType: fields[sep+1]}
+		m := mountEntry{point: procfs.UnescapeMount(fields[4]), fsType: fields[sep+1]}
 		for _, opt := range fields[6:sep] {
 			m.shared = m.shared || strings.HasPrefix(opt, "shared:")
 			m.slave = m.slave || strings.HasPrefix(opt, "master:")

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -141,10 +142,17 @@ func volumeRuntime(t *testing.T) *Runtime {
 	t.Helper()
 	root := t.TempDir()
 	return &Runtime{
-		cfg:  Config{RootDir: filepath.Join(root, "root"), PodLogsDir: filepath.Join(root, "logs")},
-		node: spec.NodeFacts{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
+		cfg:     Config{RootDir: filepath.Join(root, "root"), Logs: LogConfig{Dir: filepath.Join(root, "logs")}},
+		node:    spec.NodeFacts{CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")},
+		cgroups: noCgroups{},
 	}
 }
+
+// noCgroups stands in for the pods' cgroups where a test makes none: a
+// pod has none to remove. Its other methods are not to be called.
+type noCgroups struct{ podCgroups }
+
+func (noCgroups) RemovePod(context.Context, string) error { return nil }
 
 func decodeVolumePod(t *testing.T, manifest string) *pod.Pod {
 	t.Helper()
@@ -314,7 +322,7 @@ spec:
 		t.Errorf("disk emptyDir mode %v (%v), want drwxrwxrwx", fi.Mode(), err)
 	}
 
-	fresh := &Runtime{cfg: r.cfg}
+	fresh := &Runtime{cfg: r.cfg, cgroups: r.cgroups}
 	if err := fresh.RemovePodFiles(t.Context(), p.Namespace, p.Name, uid); err != nil {
 		t.Fatalf("RemovePodFiles: %v", err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
 

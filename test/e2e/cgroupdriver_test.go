@@ -13,7 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
 
@@ -22,7 +22,7 @@ import (
 // one.
 func requireSystemdInit(t *testing.T) {
 	t.Helper()
-	if !sandbox.SystemdBooted() {
+	if !cgroups.SystemdBooted() {
 		t.Skip("needs systemd as the init system; TestVM runs it in a machine that has it")
 	}
 }

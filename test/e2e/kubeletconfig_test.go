@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/staticlet/staticlet/internal/sandbox"
+	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 	"github.com/staticlet/staticlet/internal/testutil/kubeadm"
 )
@@ -31,7 +31,7 @@ func TestKubeletConfigFile(t *testing.T) {
 	port := harness.FreePort(t)
 	file := filepath.Join(e.Dir, "kubelet-config.yaml")
 	content := kubeadmFile(t, e.Ctrd.Address, e.Logs, port)
-	if !sandbox.SystemdBooted() {
+	if !cgroups.SystemdBooted() {
 		// The systemd driver needs systemd: TestCgroupDriverNeedsSystemd.
 		content = strings.Replace(content, "cgroupDriver: systemd", "cgroupDriver: cgroupfs", 1)
 	}
@@ -84,7 +84,7 @@ func TestKubeletConfigFile(t *testing.T) {
 // TestCgroupDriverNeedsSystemd: the systemd driver where systemd is not
 // the init system is refused at start, with the reason.
 func TestCgroupDriverNeedsSystemd(t *testing.T) {
-	if sandbox.SystemdBooted() {
+	if cgroups.SystemdBooted() {
 		t.Skip("systemd is the init system here")
 	}
 	e := harness.NewEnv(t)

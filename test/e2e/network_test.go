@@ -15,7 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/staticlet/staticlet/internal/sandbox/netns"
+	"github.com/staticlet/staticlet/internal/podnet/netns"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
 

@@ -22,8 +22,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/pod"
-	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 	"github.com/staticlet/staticlet/internal/testutil/testimage"
 )
@@ -253,8 +253,8 @@ func TestRegistryPull(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pulled image record: %v", err)
 	}
-	if got := img.Labels[sandbox.LabelImageSource]; got != sandbox.ImageSourcePull {
-		t.Errorf("label %s of the pulled image = %q, want %q", sandbox.LabelImageSource, got, sandbox.ImageSourcePull)
+	if got := img.Labels[images.LabelSource]; got != images.SourcePull {
+		t.Errorf("label %s of the pulled image = %q, want %q", images.LabelSource, got, images.SourcePull)
 	}
 }
 

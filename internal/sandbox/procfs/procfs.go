@@ -1,8 +1,8 @@
 // Package procfs reads the process table from /proc: each process's
 // parent, state, name, start time and arguments, as the sweeps that find
 // processes staticlet's containers left (and the tests' clean-up) need
-// them. It reads; it signals nothing. Its functions are safe for
-// concurrent use.
+// them, and decodes the paths of /proc's mountinfo. It reads; it signals
+// nothing. Its functions are safe for concurrent use.
 package procfs
 
 import (

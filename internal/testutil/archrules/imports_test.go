@@ -57,7 +57,7 @@ var rules = map[string]rule{
 	// The command tree and client commands: they read manifests (pod,
 	// desired, watch) and the status socket; sandbox only for what
 	// version says of the node's cgroups.
-	"internal/cli": {product, []string{"internal/pod", "internal/desired", "internal/watch", "internal/status", "internal/status/printers", "internal/sandbox"}},
+	"internal/cli": {product, []string{"internal/pod", "internal/desired", "internal/watch", "internal/status", "internal/status/printers", "internal/cgroups"}},
 	// The log daemon's own program: the daemon and nothing else.
 	"cmd/staticlet-logd": {product, []string{"internal/logd"}},
 
@@ -72,29 +72,48 @@ var rules = map[string]rule{
 
 	// The adapters: pod, never each other nor reconcile (filewatch
 	// watches the files that containers mount). sandbox also
-	// imports its own subpackages, and logs to read the tail of a
-	// container's log as its termination message.
-	"internal/watch":             {product, []string{"internal/pod"}},
-	"internal/health":            {product, []string{"internal/pod"}},
-	"internal/filewatch":         {product, []string{"internal/pod"}},
-	"internal/status":            {product, []string{"internal/pod"}},
-	"internal/status/printers":   {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":           {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/sandbox/..."}},
-	"internal/sandbox/spec":      {product, []string{"internal/pod"}},
-	"internal/sandbox/ipam":      {product, nil},
-	"internal/sandbox/netns":     {product, nil},
-	"internal/sandbox/procfs":    {product, nil},
-	"internal/sandbox/pauseprog": {product, nil},
-	"internal/sandbox/registry":  {product, nil},
+	// imports its own subpackages, logs to read the tail of a
+	// container's log as its termination message, and the trades it
+	// drives (below).
+	"internal/watch":           {product, []string{"internal/pod"}},
+	"internal/health":          {product, []string{"internal/pod"}},
+	"internal/filewatch":       {product, []string{"internal/pod"}},
+	"internal/status":          {product, []string{"internal/pod"}},
+	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
+	"internal/sandbox":         {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/..."}},
+	"internal/sandbox/spec":    {product, []string{"internal/pod"}},
+	"internal/sandbox/procfs":  {product, nil},
+
+	// The trades sandbox drives behind interfaces it declares. Each
+	// imports none of sandbox (its pure leaves spec and procfs aside)
+	// and none of the others (but lease, a leaf images shares with
+	// sandbox). cgroups: the pods' cgroups with both drivers, OOM kills
+	// and usage.
+	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs"}},
+	// The pause program: its root, and its body where staticlet is the
+	// pause; pauseprog writes the built-in one as machine code.
+	"internal/pause":           {product, []string{"internal/install", "internal/pause/pauseprog"}},
+	"internal/pause/pauseprog": {product, nil},
+	// The pod network: the bridge, veths, nftables rules (netns, which
+	// also pins a sandbox's namespaces for sandbox) and addresses (ipam).
+	"internal/podnet":       {product, []string{"internal/pod", "internal/podnet/..."}},
+	"internal/podnet/ipam":  {product, nil},
+	"internal/podnet/netns": {product, nil},
+	// The node's images: the store in containerd (pull, registry
+	// credentials and mirrors, other namespaces, import) and the import
+	// directory, which drives a store through an interface it declares.
+	"internal/images":          {product, []string{"internal/pod", "internal/sandbox/spec", "internal/lease", "internal/images/registry"}},
+	"internal/images/registry": {product, nil},
+	// staticlet's containerd leases, made by sandbox and images.
+	"internal/lease": {product, nil},
 
 	// Leaves that know no pods: the container log files (written by the
 	// log daemon or driver, read by sandbox and the logs command), the
 	// node's log daemon and its forwarder, files put in place for running
-	// programs, the image import directory, the logind inhibitor lock.
+	// programs, the logind inhibitor lock.
 	"internal/logs":         {product, nil},
 	"internal/logd":         {product, []string{"internal/logs", "internal/install"}},
 	"internal/install":      {product, nil},
-	"internal/images":       {product, nil},
 	"internal/nodeshutdown": {product, nil},
 	// The kubelet's config file (run --config), parsed and applied to
 	// the variables behind run's flags.
@@ -120,8 +139,8 @@ var rules = map[string]rule{
 	// Reads the metrics in the tests of metrics and cmd.
 	"internal/testutil/metricstest": {helper, nil},
 	// Runs the built binary against a private containerd for the suites
-	// under test/ and cmd's binary-driven tests.
-	"internal/testutil/harness": {helper, []string{"internal/logd", "internal/status", "internal/sandbox/netns", "internal/sandbox/procfs",
+	// under test/.
+	"internal/testutil/harness": {helper, []string{"internal/logd", "internal/status", "internal/podnet/netns", "internal/sandbox/procfs",
 		"internal/testutil/ctrdtest", "internal/testutil/etcdtest", "internal/testutil/testimage"}},
 
 	// Tools.
@@ -134,7 +153,7 @@ var rules = map[string]rule{
 	// under systemd in nspawn machines, in a QEMU guest, and the
 	// benchmarks. Besides test helpers their tests read the product
 	// packages below, for their types and to look behind staticlet.
-	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/..."}},
+	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/...", "internal/cgroups", "internal/images", "internal/podnet/..."}},
 	"test/systemd": {tool, nil},
 	"test/vm":      {tool, nil},
 	"test/bench":   {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/..."}},

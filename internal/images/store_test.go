@@ -1,4 +1,4 @@
-package sandbox
+package images
 
 import (
 	"context"
@@ -114,7 +114,7 @@ func TestImageCacheKnown(t *testing.T) {
 	if c.known("docker.io/library/busybox:1") {
 		t.Error("empty cache knows an image")
 	}
-	c.put("docker.io/library/busybox:1", "sha256:aaa", &resolvedImage{})
+	c.put("docker.io/library/busybox:1", "sha256:aaa", &Resolved{})
 	for name, want := range map[string]bool{
 		"docker.io/library/busybox:1":  true,
 		"docker.io/library/busybox:10": false,

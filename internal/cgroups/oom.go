@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"errors"
@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-
-	"github.com/containerd/typeurl/v2"
-	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // OOM kills, as the kubelet reports them: a container a process of which
@@ -33,11 +30,49 @@ import (
 //     killed process may be a child of the container's, which lives on
 //     and exits as it will.
 
+// OOMKills returns how many processes the OOM killer killed in the cgroup
+// at cgroupsPath, a spec's in either driver's form. A cgroup that is gone
+// counts none, without an error.
+func (m *Manager) OOMKills(cgroupsPath string) (int, error) { return m.host.oomKills(cgroupsPath) }
+
+// ExitOOM tells whether the OOM killer killed a process of an exited
+// container whose spec's cgroupsPath is path, and accounts for the kills
+// it finds: those its own cgroup counted, or with the systemd driver, when
+// the container's scope is already gone, one its pod's slice counted
+// beyond those accounted for (oomLedger).
+func (m *Manager) ExitOOM(path string) (bool, error) {
+	rel, err := RelPath(path)
+	if err != nil {
+		return false, err
+	}
+	n, found, err := m.host.oomKillsAt(rel)
+	if err != nil {
+		return false, err
+	}
+	slice := podSlice(path)
+	switch {
+	case n > 0:
+		m.ooms.claim(slice, n)
+	case !found && slice != "":
+		count, err := m.host.sliceOOMKills(slice)
+		if err != nil || !m.ooms.take(slice, count) {
+			return false, err
+		}
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// ClaimOOM accounts for an OOM kill, as containerd's event reported it,
+// of the container whose spec's cgroupsPath is path.
+func (m *Manager) ClaimOOM(path string) { m.ooms.claim(podSlice(path), 1) }
+
 // oomKills returns how many processes the OOM killer killed in the cgroup
 // at cgroupsPath, a spec's in either driver's form. A cgroup that is gone
 // counts none, without an error.
 func (h cgroupHost) oomKills(cgroupsPath string) (int, error) {
-	rel, err := cgroupRelPath(cgroupsPath)
+	rel, err := RelPath(cgroupsPath)
 	if err != nil {
 		return 0, err
 	}
@@ -76,12 +111,12 @@ func parseOOMKills(b []byte) int {
 	return int(n)
 }
 
-// cgroupRelPath turns an OCI spec's cgroupsPath into the cgroup's path
+// RelPath turns an OCI spec's cgroupsPath into the cgroup's path
 // below a hierarchy's mount. cgroupfs paths are that already; the systemd
 // driver's "slice:prefix:name" is the unit prefix-name.scope inside the
 // slice, whose path nests every parent slice its dashes name, as systemd
 // and runc lay them out.
-func cgroupRelPath(cgroupsPath string) (string, error) {
+func RelPath(cgroupsPath string) (string, error) {
 	if strings.HasPrefix(cgroupsPath, "/") || !strings.Contains(cgroupsPath, ":") {
 		return cgroupsPath, nil
 	}
@@ -129,22 +164,6 @@ func SliceDir(name string) (string, error) {
 		dir += "/" + prefix + ".slice"
 	}
 	return dir, nil
-}
-
-// specCgroupsPath returns the cgroupsPath of a container's spec as
-// containerd stores it, empty when it has none or cannot be read.
-func specCgroupsPath(a typeurl.Any) string {
-	if a == nil {
-		return ""
-	}
-	v, err := typeurl.UnmarshalAny(a)
-	if err != nil {
-		return ""
-	}
-	if s, ok := v.(*specs.Spec); ok && s.Linux != nil {
-		return s.Linux.CgroupsPath
-	}
-	return ""
 }
 
 // oomLedger keeps, for each pod slice, how many of the OOM kills the slice

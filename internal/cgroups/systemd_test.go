@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"context"
@@ -75,31 +75,31 @@ func TestQuotaPerSecond(t *testing.T) {
 }
 
 // TestSystemdCgroupNames: the names runc and systemd are given agree with
-// the layout the systemd driver promises, and cgroupRelPath finds the
+// the layout the systemd driver promises, and RelPath finds the
 // container's cgroup from its cgroupsPath.
 func TestSystemdCgroupNames(t *testing.T) {
-	r := &Runtime{cfg: Config{Namespace: "static-let"}, slices: &systemdSlices{}}
+	r := &Manager{root: "static-let", slices: &systemdSlices{}}
 	if got := r.rootSlice(); got != "static_let" {
 		t.Errorf("rootSlice() = %q, want static_let", got)
 	}
-	cg := r.containerCgroup("static_let-burstable-podu_1.slice", "c1")
+	cg := r.ContainerCgroup("static_let-burstable-podu_1.slice", "c1")
 	if cg != "static_let-burstable-podu_1.slice:static_let:c1" {
 		t.Errorf("containerCgroup = %q", cg)
 	}
-	rel, err := cgroupRelPath(cg)
+	rel, err := RelPath(cg)
 	want := "/static_let.slice/static_let-burstable.slice/static_let-burstable-podu_1.slice/static_let-c1.scope"
 	if err != nil || rel != want {
-		t.Errorf("cgroupRelPath(%q) = %q, %v; want %q", cg, rel, err, want)
+		t.Errorf("RelPath(%q) = %q, %v; want %q", cg, rel, err, want)
 	}
-	if _, ok := r.runtimeOptions().(interface{ GetSystemdCgroup() bool }); !ok {
-		t.Errorf("runtimeOptions() = %T, want runc options", r.runtimeOptions())
+	if _, ok := r.RuntimeOptions().(interface{ GetSystemdCgroup() bool }); !ok {
+		t.Errorf("RuntimeOptions() = %T, want runc options", r.RuntimeOptions())
 	}
-	fs := &Runtime{cfg: Config{Namespace: "staticlet"}}
-	if got := fs.containerCgroup("/staticlet/podu", "c1"); got != "/staticlet/podu/c1" {
+	fs := &Manager{root: "staticlet"}
+	if got := fs.ContainerCgroup("/staticlet/podu", "c1"); got != "/staticlet/podu/c1" {
 		t.Errorf("cgroupfs containerCgroup = %q", got)
 	}
-	if fs.runtimeOptions() != nil {
-		t.Errorf("cgroupfs runtimeOptions() = %v, want none", fs.runtimeOptions())
+	if fs.RuntimeOptions() != nil {
+		t.Errorf("cgroupfs RuntimeOptions() = %v, want none", fs.RuntimeOptions())
 	}
 }
 

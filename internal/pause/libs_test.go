@@ -1,4 +1,4 @@
-package sandbox
+package pause
 
 import (
 	"debug/elf"
@@ -219,18 +219,18 @@ func TestLibraryPath(t *testing.T) {
 	}
 }
 
-// TestNewRefusesUnrunnablePause: a pause program whose library is missing
-// makes New fail at once, with the one line staticlet run prints, before
-// it even dials containerd.
-func TestNewRefusesUnrunnablePause(t *testing.T) {
+// TestPrepareRefusesUnrunnable: a pause program whose library is missing
+// makes Prepare, and so sandbox.New before it dials containerd, fail at
+// once, with the one line staticlet run prints.
+func TestPrepareRefusesUnrunnable(t *testing.T) {
 	needC(t)
 	dir := t.TempDir()
 	buildPrograms(t, dir)
 	bin := filepath.Join(dir, "c-missing")
-	_, err := New(t.Context(), Config{Address: filepath.Join(dir, "no.sock"), RootDir: filepath.Join(dir, "root"), PauseBinary: bin})
+	_, err := Prepare(Config{Binary: bin}, filepath.Join(dir, "root"))
 	want := "the pause program " + bin + " is dynamically linked and needs libpauselibtest.so.1, which was not found; " +
 		"build staticlet statically: CGO_ENABLED=0 go build ./cmd/staticlet (as make build does)"
 	if err == nil || err.Error() != want {
-		t.Errorf("New with pause program %s = %v, want %q", bin, err, want)
+		t.Errorf("Prepare with pause program %s = %v, want %q", bin, err, want)
 	}
 }

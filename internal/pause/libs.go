@@ -1,4 +1,4 @@
-package sandbox
+package pause
 
 import (
 	"debug/elf"

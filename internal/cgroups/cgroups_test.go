@@ -1,4 +1,4 @@
-package sandbox
+package cgroups
 
 import (
 	"os"
@@ -93,29 +93,21 @@ func TestCgroupWriteAndRemoveV1(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "cpu/staticlet/burstable/podU/ctr"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &Runtime{cfg: Config{Namespace: "staticlet"}, cgroups: h}
-	if err := r.removePodCgroups(t.Context(), "U"); err != nil {
-		t.Fatalf("removePodCgroups: %v", err)
+	r := &Manager{root: "staticlet", host: h}
+	if err := r.RemovePod(t.Context(), "U"); err != nil {
+		t.Fatalf("RemovePod: %v", err)
 	}
 	for _, dir := range []string{"cpu/staticlet/burstable/podU", "memory/staticlet/burstable/podU"} {
 		if _, err := os.Stat(filepath.Join(root, dir)); !os.IsNotExist(err) {
-			t.Errorf("%s still exists after removePodCgroups (stat: %v)", dir, err)
+			t.Errorf("%s still exists after RemovePod (stat: %v)", dir, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "cpu/staticlet/burstable")); err != nil {
 		t.Errorf("the QoS cgroup went with the pod's: %v", err)
 	}
 	// Removing again finds nothing and succeeds.
-	if err := r.removePodCgroups(t.Context(), "U"); err != nil {
-		t.Errorf("removePodCgroups again: %v", err)
-	}
-}
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{`/sys/fs/cgroup/cpu`: "/sys/fs/cgroup/cpu", `/a\040b`: "/a b", `/x\`: `/x\`} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
+	if err := r.RemovePod(t.Context(), "U"); err != nil {
+		t.Errorf("RemovePod again: %v", err)
 	}
 }
 

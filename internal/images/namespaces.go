@@ -1,4 +1,4 @@
-package sandbox
+package images
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // Images other tools put on the node. `kubeadm config images pull` and
 // `crictl pull` put images in containerd's k8s.io namespace (the CRI's);
 // staticlet looks in its own. An image missing there but present in one of
-// Config.ImageNamespaces is taken from it with no registry traffic: every
+// StoreConfig.Namespaces is taken from it with no registry traffic: every
 // blob the image needs on this platform (index, manifest, config, layers)
 // is made present in staticlet's namespace, then the image record is made
 // there with the same name and target, then it is unpacked, all under one
@@ -31,7 +31,7 @@ import (
 // blob's data is read from the other namespace and written again (the
 // store keeps one file per digest either way).
 
-// SourceNamespacePrefix starts the LabelImageSource of an image taken from
+// SourceNamespacePrefix starts the LabelSource of an image taken from
 // another containerd namespace; the namespace's name follows.
 const SourceNamespacePrefix = "namespace:"
 
@@ -39,32 +39,32 @@ const SourceNamespacePrefix = "namespace:"
 const takeRefPrefix = "staticlet-take-"
 
 // takeImage makes image name, missing in staticlet's namespace, present
-// there from the first of Config.ImageNamespaces whose copy of it is
+// there from the first of StoreConfig.Namespaces whose copy of it is
 // complete for this platform, and unpacks it. It returns a NotFound error
 // when none has it. Concurrent calls for one name share one.
-func (r *Runtime) takeImage(ctx context.Context, name string) (client.Image, error) {
-	return r.pulls.do(ctx, SourceNamespacePrefix+name, func(ctx context.Context) (client.Image, error) {
+func (s *Store) takeImage(ctx context.Context, name string) (client.Image, error) {
+	return s.pulls.do(ctx, SourceNamespacePrefix+name, func(ctx context.Context) (client.Image, error) {
 		// A local copy and unpack, bounded as an import is.
-		ctx, cancel := context.WithTimeout(r.nsContext(ctx), importTimeout)
+		ctx, cancel := context.WithTimeout(s.nsContext(ctx), importTimeout)
 		defer cancel()
-		for _, ns := range r.cfg.ImageNamespaces {
-			if ns == r.cfg.Namespace {
+		for _, ns := range s.cfg.Namespaces {
+			if ns == s.site.Namespace {
 				continue
 			}
-			img, found, err := r.takeImageFrom(ctx, ns, name)
+			img, found, err := s.takeImageFrom(ctx, ns, name)
 			if err != nil || found {
 				return img, err
 			}
 		}
-		return nil, fmt.Errorf("image %s in no containerd namespace of %q: %w", name, r.cfg.ImageNamespaces, errdefs.ErrNotFound)
+		return nil, fmt.Errorf("image %s in no containerd namespace of %q: %w", name, s.cfg.Namespaces, errdefs.ErrNotFound)
 	})
 }
 
 // takeImageFrom takes image name from namespace ns; found is false when ns
 // does not have it, or not all of it.
-func (r *Runtime) takeImageFrom(ctx context.Context, ns, name string) (_ client.Image, found bool, _ error) {
-	is := r.client.ImageService()
-	callCtx, cancel := r.call(ctx)
+func (s *Store) takeImageFrom(ctx context.Context, ns, name string) (_ client.Image, found bool, _ error) {
+	is := s.site.Client.ImageService()
+	callCtx, cancel := s.call(ctx)
 	other, err := is.Get(namespaces.WithNamespace(callCtx, ns), name)
 	cancel()
 	switch {
@@ -74,22 +74,22 @@ func (r *Runtime) takeImageFrom(ctx context.Context, ns, name string) (_ client.
 		return nil, false, fmt.Errorf("looking up image %s in containerd namespace %s: %w", name, ns, err)
 	}
 	start := time.Now()
-	ctx, release, err := r.withLease(ctx, "take")
+	ctx, release, err := s.site.Leases.With(ctx, "take")
 	if err != nil {
 		return nil, false, fmt.Errorf("taking image %s from containerd namespace %s: %w", name, ns, err)
 	}
 	defer release()
-	err = presentContent(ctx, r.client.ContentStore(), ns, other.Target, platforms.Default())
+	err = presentContent(ctx, s.site.Client.ContentStore(), ns, other.Target, platforms.Default())
 	if errdefs.IsNotFound(err) {
 		// Pulled in part, or its content pruned: as good as absent. Said
 		// here, as the pull that follows fails for reasons of its own.
-		r.cfg.Logger.Warn("image incomplete in another containerd namespace; not taken", "image", name, "namespace", ns, "err", err)
+		s.site.Logger.Warn("image incomplete in another containerd namespace; not taken", "image", name, "namespace", ns, "err", err)
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("taking image %s from containerd namespace %s: %w", name, ns, err)
 	}
-	rec := images.Image{Name: name, Target: other.Target, Labels: map[string]string{LabelImageSource: SourceNamespacePrefix + ns}}
+	rec := images.Image{Name: name, Target: other.Target, Labels: map[string]string{LabelSource: SourceNamespacePrefix + ns}}
 	created, err := is.Create(ctx, rec)
 	if errdefs.IsAlreadyExists(err) {
 		// A pull or an import made it meanwhile: theirs stands.
@@ -98,11 +98,11 @@ func (r *Runtime) takeImageFrom(ctx context.Context, ns, name string) (_ client.
 	if err != nil {
 		return nil, false, fmt.Errorf("taking image %s from containerd namespace %s: %w", name, ns, err)
 	}
-	img := client.NewImage(r.client, created)
-	if err := img.Unpack(ctx, r.cfg.Snapshotter); err != nil {
+	img := client.NewImage(s.site.Client, created)
+	if err := img.Unpack(ctx, s.site.Snapshotter); err != nil {
 		return nil, false, fmt.Errorf("unpacking image %s taken from containerd namespace %s: %w", name, ns, err)
 	}
-	r.cfg.Logger.Info("image taken from another containerd namespace, without a pull",
+	s.site.Logger.Info("image taken from another containerd namespace, without a pull",
 		"image", name, "namespace", ns, "digest", other.Target.Digest, "took", time.Since(start).Round(time.Millisecond))
 	return img, true, nil
 }

@@ -1,4 +1,4 @@
-package sandbox
+package images
 
 import (
 	"context"
@@ -19,25 +19,25 @@ import (
 // large and is read from a local disk.
 const importTimeout = 10 * time.Minute
 
-// SourceImportPrefix starts the LabelImageSource of an imported image; the
+// SourceImportPrefix starts the LabelSource of an imported image; the
 // archive's file name follows.
 const SourceImportPrefix = "import:"
 
-// ImportedImage is one image an archive held, as containerd now has it.
-type ImportedImage struct {
+// Imported is one image an archive held, as containerd now has it.
+type Imported struct {
 	// Name is the image's full name, as a manifest's image normalizes to.
 	Name string
 	// Digest is the digest of its manifest (or index).
 	Digest string
 }
 
-// ImageInfo describes an image in staticlet's containerd namespace.
-type ImageInfo struct {
+// Info describes an image in staticlet's containerd namespace.
+type Info struct {
 	Name   string
 	Digest string
 	// Size is the size of its content for this platform, compressed.
 	Size int64
-	// Source is its LabelImageSource; empty when staticlet did not label it.
+	// Source is its LabelSource; empty when staticlet did not label it.
 	Source  string
 	Created time.Time
 }
@@ -50,21 +50,21 @@ type ImageInfo struct {
 // RepoTag by containerd, and an OCI index's io.containerd.image.name or
 // org.opencontainers.image.ref.name here; a ref.name that is only a tag
 // names no image. An archive that names no image is an error.
-func (r *Runtime) ImportArchive(ctx context.Context, rd io.Reader, source string) ([]ImportedImage, error) {
+func (s *Store) ImportArchive(ctx context.Context, rd io.Reader, source string) ([]Imported, error) {
 	stream, err := compression.DecompressStream(rd)
 	if err != nil {
 		return nil, fmt.Errorf("importing %s: detecting its compression: %w", source, err)
 	}
 	defer stream.Close()
-	ctx, cancel := context.WithTimeout(r.nsContext(ctx), importTimeout)
+	ctx, cancel := context.WithTimeout(s.nsContext(ctx), importTimeout)
 	defer cancel()
-	ctx, release, err := r.withLease(ctx, "import")
+	ctx, release, err := s.site.Leases.With(ctx, "import")
 	if err != nil {
 		return nil, fmt.Errorf("importing %s: %w", source, err)
 	}
 	defer release()
-	labels := map[string]string{LabelImageSource: SourceImportPrefix + source}
-	imgs, err := r.client.Import(ctx, stream,
+	labels := map[string]string{LabelSource: SourceImportPrefix + source}
+	imgs, err := s.site.Client.Import(ctx, stream,
 		client.WithImageRefTranslator(ociRefName),
 		client.WithImageLabels(labels))
 	if err != nil {
@@ -74,19 +74,19 @@ func (r *Runtime) ImportArchive(ctx context.Context, rd io.Reader, source string
 		return nil, fmt.Errorf("importing %s: the archive names no image (an OCI index needs "+
 			"io.containerd.image.name or a full org.opencontainers.image.ref.name)", source)
 	}
-	var out []ImportedImage
+	var out []Imported
 	for _, img := range imgs {
-		img, err := r.normalizeImported(ctx, img)
+		img, err := s.normalizeImported(ctx, img)
 		if err != nil {
 			return nil, fmt.Errorf("importing %s: %w", source, err)
 		}
-		if err := client.NewImage(r.client, img).Unpack(ctx, r.cfg.Snapshotter); err != nil {
+		if err := client.NewImage(s.site.Client, img).Unpack(ctx, s.site.Snapshotter); err != nil {
 			return nil, fmt.Errorf("importing %s: unpacking image %s: %w", source, img.Name, err)
 		}
-		out = append(out, ImportedImage{Name: img.Name, Digest: img.Target.Digest.String()})
+		out = append(out, Imported{Name: img.Name, Digest: img.Target.Digest.String()})
 	}
-	slices.SortFunc(out, func(a, b ImportedImage) int { return strings.Compare(a.Name, b.Name) })
-	return slices.CompactFunc(out, func(a, b ImportedImage) bool { return a.Name == b.Name }), nil
+	slices.SortFunc(out, func(a, b Imported) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b Imported) bool { return a.Name == b.Name }), nil
 }
 
 // ociRefName turns an OCI index's org.opencontainers.image.ref.name into an
@@ -106,7 +106,7 @@ func ociRefName(ref string) string {
 // normalizeImported renames img to the name a manifest's image normalizes
 // to, when the archive named it otherwise (io.containerd.image.name
 // "busybox:1" is stored as it is by containerd).
-func (r *Runtime) normalizeImported(ctx context.Context, img images.Image) (images.Image, error) {
+func (s *Store) normalizeImported(ctx context.Context, img images.Image) (images.Image, error) {
 	named, err := reference.ParseDockerRef(img.Name)
 	if err != nil {
 		return img, fmt.Errorf("image name %q: %w", img.Name, err)
@@ -114,7 +114,7 @@ func (r *Runtime) normalizeImported(ctx context.Context, img images.Image) (imag
 	if named.String() == img.Name {
 		return img, nil
 	}
-	is := r.client.ImageService()
+	is := s.site.Client.ImageService()
 	old := img.Name
 	img.Name = named.String()
 	updated, err := is.Update(ctx, img, "target", "labels")
@@ -132,8 +132,8 @@ func (r *Runtime) normalizeImported(ctx context.Context, img images.Image) (imag
 
 // HasImage reports whether containerd has an image called name (a full
 // name, as ImportArchive returns).
-func (r *Runtime) HasImage(ctx context.Context, name string) (bool, error) {
-	_, err := r.localImage(ctx, name)
+func (s *Store) HasImage(ctx context.Context, name string) (bool, error) {
+	_, err := s.localImage(ctx, name)
 	switch {
 	case err == nil:
 		return true, nil
@@ -147,24 +147,24 @@ func (r *Runtime) HasImage(ctx context.Context, name string) (bool, error) {
 // ListImages returns the images in staticlet's namespace, sorted by name.
 // An image whose size cannot be computed (its content for this platform is
 // incomplete) is listed with size 0.
-func (r *Runtime) ListImages(ctx context.Context) ([]ImageInfo, error) {
-	ctx, cancel := r.call(ctx)
+func (s *Store) ListImages(ctx context.Context) ([]Info, error) {
+	ctx, cancel := s.call(ctx)
 	defer cancel()
-	imgs, err := r.client.ImageService().List(ctx)
+	imgs, err := s.site.Client.ImageService().List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing images: %w", err)
 	}
-	out := make([]ImageInfo, 0, len(imgs))
+	out := make([]Info, 0, len(imgs))
 	for _, img := range imgs {
-		size, _ := client.NewImage(r.client, img).Size(ctx)
-		out = append(out, ImageInfo{
+		size, _ := client.NewImage(s.site.Client, img).Size(ctx)
+		out = append(out, Info{
 			Name:    img.Name,
 			Digest:  img.Target.Digest.String(),
 			Size:    size,
-			Source:  img.Labels[LabelImageSource],
+			Source:  img.Labels[LabelSource],
 			Created: img.CreatedAt,
 		})
 	}
-	slices.SortFunc(out, func(a, b ImageInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
