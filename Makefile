@@ -48,10 +48,11 @@ deps:
 # architecture rules (internal/testutil/archrules) and the tests that need
 # only temp dirs and loopback, under the race detector. go test -short is
 # the unit tier: every test that needs more skips there (internal/testutil/
-# tier). The binary-driven suites are not in it.
+# tier). The binary-driven suites are not in it. The race detector needs
+# cgo, which the Makefile turns off for the static binary.
 UNIT_PKGS := ./internal/... ./cmd/...
 unit:
-	$(GO) test -short -race -count=1 -timeout 10m $(UNIT_PKGS)
+	CGO_ENABLED=1 $(GO) test -short -race -count=1 -timeout 10m $(UNIT_PKGS)
 
 # integration: the packages' tests against a private containerd (started
 # by internal/testutil/ctrdtest), real runc, busybox, dbus-daemon and
