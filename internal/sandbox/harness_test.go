@@ -55,11 +55,8 @@ func pauseBinary(t *testing.T) string {
 		return b
 	}
 	buildOnce.Do(func() {
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		out, err := exec.Command(gobin, "env", "GOMOD").Output()
+		// go test puts its own go first in PATH.
+		out, err := exec.Command("go", "env", "GOMOD").Output()
 		if err != nil {
 			buildErr = fmt.Errorf("go env GOMOD: %v", err)
 			return
@@ -74,7 +71,7 @@ func pauseBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(builtDir, "staticlet")
-		cmd := exec.Command(gobin, "build", "-o", builtBin, "./cmd/staticlet")
+		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/staticlet")
 		cmd.Dir = filepath.Dir(gomod)
 		// Static: the pause root holds nothing but the program.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
