@@ -21,73 +21,16 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// Shim groups: which runc shim process serves which pod.
-//
-// containerd's runc v2 shim serves, from one process, every task whose
-// spec carries the same shimGroup annotation: the group is only the key
-// of the shim's socket (containerd hashes its own address, the namespace
-// and the group into the socket's name, from 1.6 to 2.x, so the same
-// group in another namespace or on another containerd is another shim).
-// The first task of a group starts the shim, later ones join it, and the
-// shim exits when its last task is deleted. One shim costs about 3 MiB
-// (PSS) whatever it serves; each task adds a little to it.
-//
-// staticlet groups pods so (shimGroupOf):
-//
-//   - A critical pod (pod.Critical: the system-cluster-critical priority
-//     or above, the control plane) has a shim of its own, keyed by its
-//     sandbox's ID, as every pod had before: nothing another pod does to
-//     a shim reaches it.
-//   - Every other pod shares a shim of its QoS class and containerd
-//     release, with at most shimGroupPods pods in each: one shim for up
-//     to 16 ordinary pods of a class, where one per pod cost a shim per
-//     pod. The cap keeps a shim's queue short: it creates one task at a
-//     time (below), and 100 pods started at once in one shim waited for
-//     each other past containerd's call deadlines. A new pod joins the
-//     class's shim with the fewest pods among the first few
-//     (Config.ShimSpread: twice as many as the node has CPUs, up to 4),
-//     so that pods started together are created by that many shims at
-//     once rather than in one queue: a task's creation waits on runc's
-//     processes about as much as it computes, so two shims per core keep
-//     the cores busy. Measured on two cores, 10 pods started together
-//     ran in 0.50-0.52 s with four shims against 0.57-0.82 s with two,
-//     for 6.6 MiB more shims at 30 pods (24.5 MiB for four).
-//
-// What sharing risks: a shim that dies (a crash, a kill, the OOM killer,
-// though the shim takes containerd's OOM score, plus one) takes every task
-// it serves with it: containerd kills their processes and reports each one
-// exited (137, or 255 when it cannot tell), and staticlet handles that as
-// any exit: a pause started again, containers restarted by their pods'
-// policies (one whose policy is Never stays failed). So a crash of a
-// class's shim restarts every pod of that class at once where it
-// restarted one pod. The split by class keeps a BestEffort pod's load on
-// its shim (output copied, processes reaped) away from Guaranteed pods.
-//
-// Pods of a shared shim also share its pace: the runc shim creates one
-// task at a time (runc, some tens of milliseconds each), so pods of a
-// class started together, at boot, start in turn in each of the class's
-// first shims, which are twice as many as the node's cores, up to 4.
-//
-// A task that joins a shared shim in the instant its last other task is
-// deleted finds it shutting down, and its creation fails (containerd 2.4:
-// "ttrpc: closed", about once in 50 pods replacing the only other of their
-// class, removal and start overlapping): the creation is tried again
-// (newTask), and the new task starts a new shim once the old has gone.
-//
-// A shim is never upgraded in place: it runs the binary it started with
-// until its last task goes. The release of the containerd it was started
-// under is part of a shared group's key, so after a containerd upgrade new
-// pods start in a shim of the new release while the running ones keep the
-// old shim until they end; a key without it would have new pods join the
-// old shim for as long as any pod of the class runs. The key is otherwise
-// fixed, so that pods staticlet adopts after a restart and pods it starts
-// afterwards meet in the same shim.
-//
-// A pod's containers join whatever group its sandbox has (sandboxShimGroup,
-// read from the sandbox's spec): a pod is never split over two shims, not
-// even when its class changes with its containers while its sandbox stays,
-// and pods made by earlier builds, whose group is their sandbox's ID, keep
-// their own shims until they go.
+// Shim groups: which runc shim process serves which pod. containerd's runc
+// v2 shim serves every task whose spec carries the same shimGroup
+// annotation; the group is only the key of the shim's socket. A critical
+// pod (pod.Critical) has a shim of its own, keyed by its sandbox's ID;
+// every other pod shares a shim of its QoS class and containerd release,
+// at most shimGroupPods pods each, spread over Config.ShimSpread shims
+// (shimGroupOf); a pod's containers join their sandbox's group
+// (sandboxShimGroup), so a pod is never split over two shims. A task that
+// joins a shim in the instant it shuts down is created again (newTask).
+// Why, what sharing risks, and the measurements: docs/design/shims.md.
 
 // shimGroup is the spec annotation that names the runc shim group a task
 // joins.
