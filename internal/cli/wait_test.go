@@ -19,6 +19,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/status"
+	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
 
 // waitWorld is a status socket served from a store, as staticlet serves
@@ -114,7 +115,7 @@ func (w *waitWorld) run(args ...string) waitResult {
 // polling.
 func (w *waitWorld) waitAsked(n int64) {
 	w.t.Helper()
-	waitFor(w.t, 10*time.Second, "wait to ask for the pod", func() (bool, string) {
+	harness.WaitFor(w.t, 10*time.Second, "wait to ask for the pod", func() (bool, string) {
 		got := w.asked.Load()
 		return got >= n, fmt.Sprintf("asked %d times", got)
 	})

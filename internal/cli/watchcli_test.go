@@ -10,11 +10,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
 
 // runCLI runs the client command args in-process against w's socket
 // until ctx ends it or it returns.
-func (w *waitWorld) runCLI(ctx context.Context, out *syncBuffer, args ...string) error {
+func (w *waitWorld) runCLI(ctx context.Context, out *harness.SyncBuffer, args ...string) error {
 	cmd := rootCommand()
 	cmd.SetOut(out)
 	cmd.SetErr(out)
@@ -51,7 +52,7 @@ func TestWatchCLIGetEvents(t *testing.T) {
 		{[]string{"get", "ev", "--for", "pod/y-node"}, []string{"BackOff"}},
 	}
 	for _, tt := range tests {
-		var out syncBuffer
+		var out harness.SyncBuffer
 		if err := w.runCLI(context.Background(), &out, tt.args...); err != nil {
 			t.Errorf("%v: %v", tt.args, err)
 			continue
@@ -66,7 +67,7 @@ func TestWatchCLIGetEvents(t *testing.T) {
 		}
 	}
 
-	var out syncBuffer
+	var out harness.SyncBuffer
 	if err := w.runCLI(context.Background(), &out, "get", "events", "-n", "a", "-o", "json"); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestWatchCLIGetPods(t *testing.T) {
 	w.labelPod("a", "x", "web", v1.PodPending)
 	w.labelPod("a", "y", "db", v1.PodRunning)
 
-	var out syncBuffer
+	var out harness.SyncBuffer
 	if err := w.runCLI(context.Background(), &out, "get", "pods", "-l", "app in (web)"); err != nil {
 		t.Fatal(err)
 	}
@@ -100,12 +101,12 @@ func TestWatchCLIGetPods(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var watched syncBuffer
+	var watched harness.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- w.runCLI(ctx, &watched, "get", "pods", "-w", "-l", "app=web") }()
 	waitOutput := func(what string, cond func([]string) bool) {
 		t.Helper()
-		waitFor(t, 10*time.Second, what, func() (bool, string) {
+		harness.WaitFor(t, 10*time.Second, what, func() (bool, string) {
 			return cond(strings.Split(strings.TrimSpace(watched.String()), "\n")), watched.String()
 		})
 	}

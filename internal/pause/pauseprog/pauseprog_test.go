@@ -11,11 +11,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/staticlet/staticlet/internal/testutil/harness"
 	"github.com/staticlet/staticlet/internal/testutil/tier"
 )
 
@@ -107,7 +107,7 @@ func start(t *testing.T, arch string, attr *syscall.SysProcAttr) *exec.Cmd {
 	cmd := exec.Command(args[0], args[1:]...)
 	// exec copies the program's stderr in a goroutine of its own while
 	// the wait below reads it.
-	var stderr lockedBuffer
+	var stderr harness.SyncBuffer
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
@@ -123,25 +123,6 @@ func start(t *testing.T, arch string, attr *syscall.SysProcAttr) *exec.Cmd {
 		return name == ReadyName, fmt.Sprintf("named %q, stderr %q", name, stderr.String())
 	})
 	return cmd
-}
-
-// lockedBuffer is a bytes.Buffer that one goroutine may write while
-// another reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestSignals: for each architecture and each stop signal, the program
