@@ -117,7 +117,7 @@ func start(t *testing.T, arch string, attr *syscall.SysProcAttr) *exec.Cmd {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	waitFor(t, "the program to name itself "+ReadyName, func() (bool, string) {
+	harness.WaitFor(t, 30*time.Second, "the program to name itself "+ReadyName, func() (bool, string) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
 		name := strings.TrimSpace(string(b))
 		return name == ReadyName, fmt.Sprintf("named %q, stderr %q", name, stderr.String())
@@ -176,14 +176,14 @@ func TestReapsOrphans(t *testing.T) {
 		t.Fatalf("nsenter: %v: %s", err, out)
 	}
 	var orphan int
-	waitFor(t, "the orphan to be the program's", func() (bool, string) {
+	harness.WaitFor(t, 30*time.Second, "the orphan to be the program's", func() (bool, string) {
 		orphan = childOf(pid)
 		return orphan != 0, "no child"
 	})
 	if err := syscall.Kill(orphan, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the orphan to be reaped", func() (bool, string) {
+	harness.WaitFor(t, 30*time.Second, "the orphan to be reaped", func() (bool, string) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", orphan))
 		if errors.Is(err, os.ErrNotExist) {
 			return true, ""
@@ -231,19 +231,4 @@ func sigMasks(t *testing.T, pid int) (caught, ignored uint64) {
 		}
 	}
 	return caught, ignored
-}
-
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
