@@ -256,7 +256,9 @@ func (c *podCore) relisted(l listed) ([]action, error) {
 	if cur, ok := v.current(p); ok {
 		sb = cur
 	}
-	out := c.setProbes(nil, p, v, sb)
+	// A kill the listing shows is told before the status that shows it.
+	out := c.reportOOMKills(v)
+	out = c.setProbes(out, p, v, sb)
 	out = append(out, watchFiles{targets: p.WatchTargets()})
 	return c.reportStatus(out, c.status(p, v, sb)), nil
 }

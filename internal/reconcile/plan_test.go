@@ -182,6 +182,16 @@ func TestPlanRestart(t *testing.T) {
 			{ls(ksb, ka2, kx), lines("list")},
 			{ls(ksb, ka2, kx), lines("probe", "report Running app=running#1", "finish")},
 		}),
+	}, {
+		name: "OOM-killed: a kill the report's listing finds is told before the status, once",
+		pod:  kp,
+		turns: slices.Concat(adopt("report Running app=running", ksb, ka1), []turn{
+			{beginAt(sec), lines("list")},
+			{ls(ksb, ka1), lines("list")},
+			{ls(ksb, kx), lines("event Warning OOMKilled app: Container app was killed by the kernel's OOM killer: it ran out of memory (exit code 137)", "probe", "report Running app=OOMKilled(137)", "finish")},
+			{beginAt(2 * sec), lines("list")},
+			{ls(ksb, kx), lines("check-image app")},
+		}),
 	}})
 }
 
