@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -72,12 +73,22 @@ func New(rootDir string, cfg *Config, logger *slog.Logger) (*Network, error) {
 	}
 	n := &Network{
 		bridge: netns.Bridge{HostNS: cfg.HostNS, Name: cfg.Bridge, Gateways: pool.Gateways()},
-		nat:    netns.NAT{HostNS: cfg.HostNS, Table: cfg.NftTable},
+		nat:    netns.NAT{HostNS: cfg.HostNS, Table: cfg.NftTable, Bridge: cfg.Bridge},
 		ipam:   pool,
 		pause:  cfg.StepPause,
 	}
 	if err := n.bridge.Ensure(); err != nil {
 		return nil, fmt.Errorf("pod network: %w", err)
+	}
+	if slices.ContainsFunc(cfg.CIDRs, func(p netip.Prefix) bool { return p.Addr().Is4() }) {
+		// hostPorts on 127.0.0.1, as the kubelet's portmap plugin has them.
+		changed, err := netns.EnableRouteLocalnet(cfg.HostNS, cfg.Bridge)
+		if err != nil {
+			return nil, fmt.Errorf("pod network: %w", err)
+		}
+		for _, f := range changed {
+			logger.Info("let hostPorts answer on 127.0.0.1", "sysctl", f)
+		}
 	}
 	var masq []netip.Prefix
 	v6 := false

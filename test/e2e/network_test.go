@@ -100,8 +100,9 @@ func waitGet(t *testing.T, addr, want string) {
 
 // TestPodNetwork runs two pods on the pod network: each gets an address in
 // the range, the host reaches both, one reaches the other, a hostPort
-// answers on the host's address, the addresses and veths survive a killed
-// and restarted staticlet, and deleting a pod releases all it had.
+// answers on the host's address and on 127.0.0.1, the addresses and veths
+// survive a killed and restarted staticlet, and deleting a pod releases
+// all it had.
 func TestPodNetwork(t *testing.T) {
 	e := harness.NewEnv(t)
 	// Masquerading turns on IP forwarding; give the host back what it had.
@@ -110,8 +111,9 @@ func TestPodNetwork(t *testing.T) {
 		t.Cleanup(func() { _ = os.WriteFile(forward, was, 0o644) })
 	}
 	d := e.Start("--masquerade=true")
-	if got := e.Net.MasqueradeRules(t); got != 1 {
-		t.Errorf("%d masquerade rules in table %s, want 1", got, e.Net.Table)
+	// The range's, and loopback's for hostPorts on 127.0.0.1.
+	if got := e.Net.MasqueradeRules(t); got != 2 {
+		t.Errorf("%d masquerade rules in table %s, want 2", got, e.Net.Table)
 	}
 	hostPort := 20000 + int(e.Net.CIDR.Addr().As4()[2])*8 + int(e.Net.CIDR.Addr().As4()[1]%8)
 	e.Write("a.yaml", httpdPod("a", "", hostPort))
@@ -134,6 +136,8 @@ func TestPodNetwork(t *testing.T) {
 	waitGet(t, net.JoinHostPort(ipA, "8080"), ipA)
 	waitGet(t, net.JoinHostPort(ipB, "8080"), ipA)
 	waitGet(t, net.JoinHostPort(a.Status.HostIP, fmt.Sprint(hostPort)), ipA)
+	// On loopback too, as with the kubelet's portmap plugin.
+	waitGet(t, net.JoinHostPort("127.0.0.1", fmt.Sprint(hostPort)), ipA)
 	hosts, _ := filepath.Glob(filepath.Join(e.Root, "pods", string(a.UID), "etc-hosts"))
 	if len(hosts) == 1 {
 		if b, _ := os.ReadFile(hosts[0]); !strings.Contains(string(b), ipA+"\t") {
@@ -168,6 +172,10 @@ func TestPodNetwork(t *testing.T) {
 		t.Errorf("address files after a restart: %v, want %v", got, allocs)
 	}
 	waitGet(t, net.JoinHostPort(a.Status.HostIP, fmt.Sprint(hostPort)), ipA)
+	waitGet(t, net.JoinHostPort("127.0.0.1", fmt.Sprint(hostPort)), ipA)
+	if got := e.Net.MasqueradeRules(t); got != 2 {
+		t.Errorf("%d masquerade rules in table %s after a restart, want 2", got, e.Net.Table)
+	}
 
 	// Deleting a pod releases its address, veth and hostPort rule.
 	e.Remove("a.yaml")
@@ -182,8 +190,10 @@ func TestPodNetwork(t *testing.T) {
 	if err != nil || len(owners) != 0 {
 		t.Errorf("hostPort rules after deleting a: %v, %v; want none", owners, err)
 	}
-	if _, err := get(net.JoinHostPort(a.Status.HostIP, fmt.Sprint(hostPort))); err == nil {
-		t.Errorf("the hostPort still answers after deleting a")
+	for _, host := range []string{a.Status.HostIP, "127.0.0.1"} {
+		if _, err := get(net.JoinHostPort(host, fmt.Sprint(hostPort))); err == nil {
+			t.Errorf("the hostPort still answers on %s after deleting a", host)
+		}
 	}
 	e.Remove("b.yaml")
 	harness.WaitFor(t, 30*time.Second, "every address released", func() (bool, string) {

@@ -24,17 +24,31 @@ type NAT struct {
 	HostNS string
 	// Table is the table's name.
 	Table string
+	// Bridge is the pod bridge. When set, hostPorts also answer on IPv4
+	// loopback (127.0.0.1), as the CNI portmap plugin's do: connections
+	// from 127.0.0.0/8 leaving through the bridge are masqueraded, so the
+	// pod's replies come back, and new connections to 127.0.0.0/8
+	// arriving from the bridge are dropped. Loopback hostPorts also need
+	// the bridge's route_localnet (EnableRouteLocalnet).
+	Bridge string
 }
 
 // The chains of the table. hostports is a regular chain jumped to for
 // packets to a local address, from outside (prerouting) and from the host
-// itself (output).
+// itself (output). input guards the host's loopback addresses from pods.
 const (
 	chainPostrouting = "postrouting"
 	chainPrerouting  = "prerouting"
 	chainOutput      = "output"
+	chainInput       = "input"
 	chainHostPorts   = "hostports"
 	ownerPrefix      = "staticlet sandbox "
+)
+
+// loopback4 is IPv4's loopback range; ipv6Loopback is ::1.
+var (
+	loopback4    = netip.MustParsePrefix("127.0.0.0/8")
+	ipv6Loopback = netip.PrefixFrom(netip.IPv6Loopback(), 128)
 )
 
 // HostPort publishes a pod's port on the host.
@@ -73,7 +87,8 @@ func (n NAT) table() *nftables.Table {
 // Ensure creates the table and its chains if missing, and replaces the
 // masquerade rules with one per range of masquerade: traffic from the
 // range to anywhere outside it leaves with the host's address. Empty
-// masquerade removes them. hostPort rules are kept.
+// masquerade removes them. It also replaces the rules that make hostPorts
+// answer on 127.0.0.1 (with Bridge set). hostPort rules are kept.
 func (n NAT) Ensure(masquerade []netip.Prefix) error {
 	c, done, err := n.conn()
 	if err != nil {
@@ -87,8 +102,10 @@ func (n NAT) Ensure(masquerade []netip.Prefix) error {
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest})
 	out := c.AddChain(&nftables.Chain{Name: chainOutput, Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest})
+	in := c.AddChain(&nftables.Chain{Name: chainInput, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
 	c.AddChain(&nftables.Chain{Name: chainHostPorts, Table: t})
-	for _, ch := range []*nftables.Chain{post, pre, out} {
+	for _, ch := range []*nftables.Chain{post, pre, out, in} {
 		c.FlushChain(ch)
 	}
 	for _, p := range masquerade {
@@ -98,6 +115,9 @@ func (n NAT) Ensure(masquerade []netip.Prefix) error {
 		ex = append(ex, &expr.Masq{})
 		c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: ex})
 	}
+	if n.Bridge != "" {
+		n.addLoopbackRules(c, t, post, in)
+	}
 	// fib daddr type local jump hostports
 	toLocal := []expr.Any{
 		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
@@ -105,11 +125,55 @@ func (n NAT) Ensure(masquerade []netip.Prefix) error {
 		&expr.Verdict{Kind: expr.VerdictJump, Chain: chainHostPorts},
 	}
 	c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: toLocal})
+	// ip6 daddr ::1 return: a packet from ::1 cannot leave the host (IPv6
+	// has no route_localnet), so a connection to [::1]:<hostPort> is
+	// refused at once rather than DNATed to the pod and never answered.
+	noV6Loopback := append(family(ipv6Loopback.Addr()), matchPrefix(ipv6Loopback, false, false)...)
+	c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: append(noV6Loopback, &expr.Verdict{Kind: expr.VerdictReturn})})
 	c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: toLocal})
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("setting up nftables table %s: %w", n.Table, err)
 	}
 	return nil
+}
+
+// addLoopbackRules adds what makes a hostPort answer on 127.0.0.1, whose
+// DNAT the output chain does as for any local address:
+//
+//	postrouting: oifname <bridge> ip saddr 127.0.0.0/8 masquerade
+//	input:       iifname <bridge> ip daddr 127.0.0.0/8 ct state != established,related drop
+//
+// The masquerade gives the connection the bridge's address, which the
+// pod can answer; route_localnet on the bridge lets the packet from
+// 127.0.0.1 out and the de-NATed replies to 127.0.0.1 in. The drop keeps
+// that setting from opening the host's loopback services to the pods: a
+// pod that sends a packet to 127.0.0.1 through the bridge starts nothing
+// (the kube-proxy's answer to CVE-2020-8558, scoped to the bridge).
+func (n NAT) addLoopbackRules(c *nftables.Conn, t *nftables.Table, post, in *nftables.Chain) {
+	masq := append(family(loopback4.Addr()), ifname(expr.MetaKeyOIFNAME, n.Bridge)...)
+	masq = append(masq, matchPrefix(loopback4, true, false)...)
+	c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: append(masq, &expr.Masq{})})
+	guard := append(family(loopback4.Addr()), ifname(expr.MetaKeyIIFNAME, n.Bridge)...)
+	guard = append(guard, matchPrefix(loopback4, false, false)...)
+	established := binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED)
+	guard = append(guard,
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: established, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: make([]byte, 4)},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	)
+	c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: guard})
+}
+
+// ifname matches the input or output interface's name (key IIFNAME or
+// OIFNAME) being name.
+func ifname(key expr.MetaKey, name string) []expr.Any {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return []expr.Any{
+		&expr.Meta{Key: key, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b},
+	}
 }
 
 // family matches packets of a's address family (meta nfproto).

@@ -263,6 +263,24 @@ func EnableForwarding(hostNS string, v6 bool) (changed []string, err error) {
 	if v6 {
 		files = append(files, "/proc/sys/net/ipv6/conf/all/forwarding")
 	}
+	return turnOn(hostNS, files)
+}
+
+// EnableRouteLocalnet sets net.ipv4.conf.<bridge>.route_localnet in the
+// namespace at hostNS ("" for this process's), as the CNI portmap plugin
+// does for a hostPort on 127.0.0.1: the kernel then routes packets from
+// 127.0.0.0/8 out through the bridge (to a pod, once DNATed) and packets
+// to it in from the bridge (the pod's replies), where it otherwise drops
+// them as martians. Only the bridge: the host's other links keep the
+// default. The setting goes with the bridge. It returns the settings it
+// changed.
+func EnableRouteLocalnet(hostNS, bridge string) (changed []string, err error) {
+	return turnOn(hostNS, []string{"/proc/sys/net/ipv4/conf/" + bridge + "/route_localnet"})
+}
+
+// turnOn writes 1 to each file under /proc/sys that does not hold it
+// already, in the namespace at hostNS, and returns those it wrote.
+func turnOn(hostNS string, files []string) (changed []string, err error) {
 	set := func() error {
 		for _, f := range files {
 			b, err := os.ReadFile(f)

@@ -2,17 +2,23 @@ package netns
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // throwaway creates a network namespace that stands in for a host or a
@@ -71,7 +77,8 @@ func fetch(ns, addr string) (string, error) {
 
 // TestPodNetwork wires two pods to a bridge in a throwaway host namespace,
 // dual stack, and checks host to pod, pod to pod, hostPort DNAT from the
-// host itself, the masquerade rules, and that Detach leaves nothing.
+// host itself (to its address and to 127.0.0.1, not to ::1), the
+// masquerade rules, and that Detach leaves nothing.
 func TestPodNetwork(t *testing.T) {
 	requireRoot(t)
 	hostNS := throwaway(t, "host")
@@ -125,7 +132,7 @@ func TestPodNetwork(t *testing.T) {
 	if err := h.LinkSetUp(dummy); err != nil {
 		t.Fatal(err)
 	}
-	nat := NAT{HostNS: hostNS, Table: "stltest"}
+	nat := NAT{HostNS: hostNS, Table: "stltest", Bridge: br.Name}
 	cidrs := []netip.Prefix{netip.MustParsePrefix("10.213.0.0/24"), netip.MustParsePrefix("fd00:213::/64")}
 	if err := nat.Ensure(cidrs); err != nil {
 		t.Fatalf("NAT.Ensure: %v", err)
@@ -133,21 +140,47 @@ func TestPodNetwork(t *testing.T) {
 	if err := nat.Ensure(cidrs); err != nil {
 		t.Fatalf("second NAT.Ensure: %v", err)
 	}
-	if got := masqueradeRules(t, nat); got != 2 {
-		t.Errorf("%d masquerade rules after Ensure twice, want 2", got)
+	// One per range, and one for connections from 127.0.0.0/8.
+	if got := masqueradeRules(t, nat); got != 3 {
+		t.Errorf("%d masquerade rules after Ensure twice, want 3", got)
+	}
+	localnet := "/proc/sys/net/ipv4/conf/" + br.Name + "/route_localnet"
+	for i, want := range [][]string{{localnet}, nil} {
+		if changed, err := EnableRouteLocalnet(hostNS, br.Name); err != nil || !slices.Equal(changed, want) {
+			t.Errorf("EnableRouteLocalnet, call %d = %v, %v; want %v", i+1, changed, err, want)
+		}
+	}
+	if got := sysctl(t, hostNS, "/proc/sys/net/ipv4/conf/all/route_localnet"); got != "0" {
+		t.Errorf("route_localnet for all links = %s, want 0 (only the bridge's is set)", got)
 	}
 	ports := []HostPort{
 		{Protocol: "TCP", HostPort: 18080, PodIP: pods[0].addrs[0].Addr(), PodPort: 8080},
 		{Protocol: "TCP", HostIP: netip.MustParseAddr("192.0.2.10"), HostPort: 18081, PodIP: pods[0].addrs[0].Addr(), PodPort: 8080},
 		{Protocol: "UDP", HostPort: 18080, PodIP: pods[0].addrs[0].Addr(), PodPort: 8080},
+		{Protocol: "TCP", HostPort: 18080, PodIP: pods[0].addrs[1].Addr(), PodPort: 8080},
 	}
 	if err := nat.AddHostPorts("sandbox-a", ports); err != nil {
 		t.Fatalf("AddHostPorts: %v", err)
 	}
-	for _, target := range []string{"192.0.2.10:18080", "192.0.2.10:18081"} {
+	for _, target := range []string{"192.0.2.10:18080", "192.0.2.10:18081", "127.0.0.1:18080", "[fd00:213::1]:18080"} {
 		if got, err := fetch(hostNS, target); err != nil || got != "pod0" {
 			t.Errorf("host -> %s (hostPort) = %q, %v; want pod0", target, got, err)
 		}
+	}
+	// Not on loopback when published on another hostIP; never on ::1,
+	// where the connection is refused rather than DNATed into a dead end.
+	for _, target := range []string{"127.0.0.1:18081", "[::1]:18080"} {
+		if got, err := fetch(hostNS, target); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("host -> %s = %q, %v; want connection refused", target, got, err)
+		}
+	}
+	// route_localnet on the bridge does not open the host's loopback to
+	// the pods: pod 1, routing 127.0.0.1 through the bridge, sends a
+	// datagram there and then one to the bridge's address; the host, which
+	// listens on both, receives only the second.
+	loopbackViaBridge(t, pods[1].ns, br.Gateways[0].Addr())
+	if got := firstDatagram(t, hostNS, pods[1].ns, []string{"127.0.0.1:18091", net.JoinHostPort(br.Gateways[0].Addr().String(), "18091")}); got != 1 {
+		t.Errorf("the host received pod1's datagram to 127.0.0.1 through the bridge; want it dropped")
 	}
 	owners, err := nat.HostPortOwners()
 	if err != nil || len(owners) != 1 || owners[0] != "sandbox-a" {
@@ -159,14 +192,16 @@ func TestPodNetwork(t *testing.T) {
 	if owners, _ := nat.HostPortOwners(); len(owners) != 0 {
 		t.Errorf("HostPortOwners() after RemoveHostPorts = %v, want none", owners)
 	}
-	if _, err := fetch(hostNS, "192.0.2.10:18080"); err == nil {
-		t.Errorf("hostPort still answers after RemoveHostPorts")
+	for _, target := range []string{"192.0.2.10:18080", "127.0.0.1:18080"} {
+		if _, err := fetch(hostNS, target); err == nil {
+			t.Errorf("hostPort %s still answers after RemoveHostPorts", target)
+		}
 	}
 	if err := nat.Ensure(nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := masqueradeRules(t, nat); got != 0 {
-		t.Errorf("%d masquerade rules after Ensure(nil), want 0", got)
+	if got := masqueradeRules(t, nat); got != 1 {
+		t.Errorf("%d masquerade rules after Ensure(nil), want 1 (loopback's)", got)
 	}
 
 	for i, p := range pods {
@@ -192,6 +227,95 @@ func TestPodNetwork(t *testing.T) {
 	if err := br.Delete(); err != nil {
 		t.Errorf("Bridge.Delete: %v", err)
 	}
+}
+
+// loopbackViaBridge makes the pod in namespace ns send its packets to
+// 127.0.0.1 to gw, as a pod with CAP_NET_ADMIN could.
+func loopbackViaBridge(t *testing.T, ns string, gw netip.Addr) {
+	t.Helper()
+	h, err := handleIn(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var lo, eth netlink.Link
+	for _, l := range []struct {
+		name string
+		to   *netlink.Link
+	}{{"lo", &lo}, {PodInterface, &eth}} {
+		if *l.to, err = h.LinkByName(l.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_LOCAL, LinkIndex: lo.Attrs().Index},
+		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range routes {
+		if err := h.RouteDel(&r); err != nil {
+			t.Fatalf("deleting the pod's route %v: %v", r, err)
+		}
+	}
+	one := &net.IPNet{IP: net.IPv4(127, 0, 0, 1).To4(), Mask: net.CIDRMask(32, 32)}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: one, Gw: gw.AsSlice()}); err != nil {
+		t.Fatalf("routing 127.0.0.1 through the bridge: %v", err)
+	}
+}
+
+// firstDatagram listens on UDP port 18091 of every address in namespace
+// host, sends from namespace from one datagram to each of targets in
+// turn, and returns the index of the target whose datagram arrived first.
+func firstDatagram(t *testing.T, host, from string, targets []string) int {
+	t.Helper()
+	var ln net.PacketConn
+	if err := Do(host, func() error {
+		var err error
+		ln, err = net.ListenPacket("udp4", "0.0.0.0:18091")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := Do(from, func() error {
+		c, err := net.ListenPacket("udp4", ":0")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for i, target := range targets {
+			to, err := net.ResolveUDPAddr("udp4", target)
+			if err != nil {
+				return err
+			}
+			if _, err := c.WriteTo([]byte{byte(i)}, to); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("sending datagrams: %v", err)
+	}
+	_ = ln.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, 1)
+	if _, _, err := ln.ReadFrom(b); err != nil {
+		t.Fatalf("receiving the first datagram: %v", err)
+	}
+	return int(b[0])
+}
+
+// sysctl reads a setting under /proc/sys in namespace ns.
+func sysctl(t *testing.T, ns, file string) string {
+	t.Helper()
+	var b []byte
+	if err := Do(ns, func() error {
+		var err error
+		b, err = os.ReadFile(file)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // masqueradeRules counts the masquerade rules of nat's table.
