@@ -70,7 +70,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	// resolves no image before the errgroup below starts.
 	var imports *images.Dir
 	sc := cfg.sandboxConfig()
-	sc.Logs.DriverArgs, sc.Logs.Driver = logDriverArgs, logInstall.Driver
+	sc.Logs.DriverArgs, sc.Logs.Driver, sc.Logs.Ensure = logDriverArgs, logInstall.Driver, logInstall.Ensure
 	sc.Node.HostIP, sc.Network = nodeIP, network
 	sc.Images.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
 	sc.Images.Pulled, sc.Logger = meters.ImagePulled, logger
@@ -290,7 +290,8 @@ func listenEndpoints(cfg statusConfig) (healthz, metrics net.Listener, err error
 	return healthz, metrics, nil
 }
 
-// logDaemonCheck is how often staticlet makes sure the log daemon runs.
+// logDaemonCheck is how often staticlet makes sure the log daemon runs
+// where a container needs it.
 const logDaemonCheck = 5 * time.Second
 
 // stepPauseEnv, a testing hook, names a duration to pause between the steps

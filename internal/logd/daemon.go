@@ -20,10 +20,9 @@ import (
 
 // The files of a daemon's directory.
 const (
-	socketName    = "sock"       // where forwarders connect
-	lockName      = "lock"       // held by the running daemon, holds its PID
-	agentLockName = "agent.lock" // held (shared) by each running staticlet
-	logName       = "daemon.log" // the daemon's own output
+	socketName = "sock"       // where forwarders connect
+	lockName   = "lock"       // held by the running daemon, holds its PID
+	logName    = "daemon.log" // the daemon's own output
 )
 
 // SocketPath is the socket of the daemon of dir.
@@ -31,8 +30,8 @@ func SocketPath(dir string) string { return filepath.Join(dir, socketName) }
 
 // Config tunes a daemon; the zero value is what RunDaemon uses.
 type Config struct {
-	// Idle is how long the daemon runs with nothing to log and no
-	// staticlet running before it exits; default 30 s.
+	// Idle is how long the daemon runs with nothing to log before it
+	// exits, whether or not a staticlet runs; default 30 s.
 	Idle time.Duration
 	// Drain bounds how long a container's streams are read after its
 	// forwarder went away; default 2 s (the forwarder itself waited).
@@ -40,6 +39,10 @@ type Config struct {
 	// Logger receives what goes wrong with one container's log.
 	Logger Logger
 }
+
+// IdleEnv, a testing hook, sets the daemon's Config.Idle (a duration) in
+// RunDaemon; staticlet's environment reaches the daemons it starts.
+const IdleEnv = "STATICLET_TEST_LOG_DAEMON_IDLE"
 
 // RunDaemon is the log daemon program, `log-daemon DIR`. It returns the
 // exit code: 0 also when another daemon holds DIR already.
@@ -57,7 +60,16 @@ func RunDaemon(dir string) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := Serve(ctx, dir, Config{Logger: logger}); err != nil {
+	cfg := Config{Logger: logger}
+	if v := os.Getenv(IdleEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			logger.Error("log daemon", "err", fmt.Errorf("%s=%q: want a positive duration", IdleEnv, v))
+			return 2
+		}
+		cfg.Idle = d
+	}
+	if err := Serve(ctx, dir, cfg); err != nil {
 		logger.Error("log daemon", "err", err)
 		return 1
 	}

@@ -20,9 +20,11 @@
 // binary where that is not installed beside it, run as `log-daemon DIR`;
 // one runs per root dir, holding DIR/lock. It writes the CRI log format with
 // rotation (package logs), while staticlet is stopped or restarting as
-// well: staticlet starts it when it is missing, and it exits once no
-// container has been logging through it for a while and no staticlet is
-// running (DIR/agent.lock). It reads every container's pipes from one
+// well. It runs only while containers need it: it exits once no container
+// has been logging through it for a while (Config.Idle), staticlet
+// running or not, and staticlet starts it again before it starts a
+// container (Install.Ensure) and wherever a forwarder waits for one
+// (Keep). It reads every container's pipes from one
 // goroutine, through one epoll set and one buffer, so that a container
 // costs it a few hundred bytes of state; Serve owns that goroutine and
 // returns once it ended.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,12 +87,15 @@ func daemonProgram(exe string) string {
 	return exe
 }
 
-// Keep keeps a log daemon running for in until ctx ends: at once, then
-// every interval. A daemon running another file than in.Daemon (a
-// previous build's staticlet-logd, or staticlet's binary itself) is asked
-// to go, once, and replaced: its forwarders hand their pipes to the new
-// one. While Keep runs, the daemon does not
-// exit for being idle. Without a daemon to run, Keep returns at once.
+// Keep starts the log daemon of in when a container needs it, until ctx
+// ends: at once, then every interval, it starts one where none runs and a
+// forwarder is waiting for one (a container adopted from before, or one
+// whose daemon went away), and asks a daemon running another file than
+// in.Daemon (a previous build's staticlet-logd, or staticlet's binary
+// itself) to go, once, and starts in.Daemon instead: its forwarders hand
+// their pipes to the new one. A node with no container has no daemon: it
+// exits once idle (Config.Idle), and Ensure starts it again for the next
+// container. Without a daemon to run, Keep returns at once.
 func Keep(ctx context.Context, in Install, interval time.Duration, logger Logger) error {
 	if in.Daemon == "" {
 		return nil
@@ -99,27 +103,21 @@ func Keep(ctx context.Context, in Install, interval time.Duration, logger Logger
 	if err := os.MkdirAll(in.Dir, 0o700); err != nil {
 		return err
 	}
-	agent, err := os.OpenFile(filepath.Join(in.Dir, agentLockName), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	defer agent.Close()
-	if err := unix.Flock(int(agent.Fd()), unix.LOCK_SH); err != nil {
-		return fmt.Errorf("locking %s: %w", agent.Name(), err)
-	}
 	replaced := false
 	for {
+		// pid is 0 for a daemon that took the lock and has not written
+		// its PID yet: never one to signal (kill(0) is this process group).
 		pid, running, err := daemonPID(in.Dir)
 		switch {
 		case err != nil:
 			logger.Warn("looking for the log daemon", "err", err)
-		case running && !replaced && !sameFile(fmt.Sprintf("/proc/%d/exe", pid), in.Daemon):
+		case running && pid > 0 && !replaced && !sameFile(fmt.Sprintf("/proc/%d/exe", pid), in.Daemon):
 			replaced = true
 			logger.Info("replacing the log daemon of another staticlet binary", "pid", pid)
 			if err := replace(ctx, in, pid); err != nil {
 				logger.Warn("replacing the log daemon", "err", err)
 			}
-		case !running:
+		case !running && forwarderWaiting(in.Driver):
 			if err := Start(in); err != nil {
 				logger.Warn("starting the log daemon", "err", err)
 			}
@@ -130,6 +128,79 @@ func Keep(ctx context.Context, in Install, interval time.Duration, logger Logger
 		case <-time.After(interval):
 		}
 	}
+}
+
+// Ensure starts the log daemon of in if none runs, and waits (5 s at
+// most) until it listens: staticlet calls it before a container's
+// forwarder starts, so that the forwarder finds the daemon at once. A
+// daemon that exits for being idle just as the forwarder arrives leaves
+// it waiting, with its output in the pipes, until Keep's next round
+// starts another. Without a daemon to run, it does nothing.
+func (in Install) Ensure() error {
+	if in.Daemon == "" {
+		return nil
+	}
+	if _, running, err := daemonPID(in.Dir); err != nil || running {
+		return err
+	}
+	pid, exited, err := start(in)
+	if err != nil {
+		return fmt.Errorf("starting the log daemon: %w", err)
+	}
+	// Polled without taking the lock, which the daemon takes first.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		select {
+		case <-exited:
+			// Another daemon took the lock first; or this one failed.
+			if DaemonPID(in.Dir) == 0 {
+				return fmt.Errorf("the log daemon exited at once (see %s)", filepath.Join(in.Dir, logName))
+			}
+			return nil
+		default:
+		}
+		if lockHolder(in.Dir) == pid {
+			if _, err := os.Stat(SocketPath(in.Dir)); err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the log daemon %d is not listening 5 s after it started", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// lockHolder is the PID the lock file of dir names: the daemon that last
+// took the lock, 0 if none did.
+func lockHolder(dir string) int {
+	b, _ := os.ReadFile(filepath.Join(dir, lockName))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// forwarderWaiting tells whether a process runs the forwarder program
+// driver (or a previous copy of it, replaced since it started). A
+// forwarder that has its daemon runs too, but Keep asks only when no
+// daemon runs: every forwarder then waits for one.
+func forwarderWaiting(driver string) bool {
+	want := []string{driver, driver + " (deleted)"}
+	if real, err := filepath.EvalSymlinks(driver); err == nil && real != driver {
+		want = append(want, real, real+" (deleted)")
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe")); err == nil && slices.Contains(want, exe) {
+			return true
+		}
+	}
+	return false
 }
 
 // replace asks daemon pid to go, waits (15 s at most) until it went, and
@@ -152,9 +223,16 @@ func replace(ctx context.Context, in Install, pid int) error {
 // output appended to daemon.log. A daemon that finds another one running
 // exits at once.
 func Start(in Install) error {
+	_, _, err := start(in)
+	return err
+}
+
+// start is Start, returning the daemon's PID and a channel closed when it
+// exits.
+func start(in Install) (int, <-chan struct{}, error) {
 	out, err := os.OpenFile(filepath.Join(in.Dir, logName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer out.Close()
 	cmd := exec.Command(in.Daemon, "log-daemon", in.Dir)
@@ -162,11 +240,12 @@ func Start(in Install) error {
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return err
+		return 0, nil, err
 	}
 	// Reaped by this process while it runs, by init after.
-	go func() { _ = cmd.Wait() }()
-	return nil
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return cmd.Process.Pid, exited, nil
 }
 
 // daemonPID tells whether a daemon holds dir's lock, and its PID.
@@ -179,12 +258,7 @@ func daemonPID(dir string) (int, bool, error) {
 		f.Close()
 		return 0, false, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, lockName))
-	if err != nil {
-		return 0, true, err
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid, true, nil
+	return lockHolder(dir), true, nil
 }
 
 // DaemonPID returns the PID of the daemon of dir, 0 when none runs.

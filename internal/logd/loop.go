@@ -3,8 +3,6 @@ package logd
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -147,18 +145,12 @@ func (l *loop) finishAll() {
 // idleInterval is how often the loop checks whether it is idle.
 func (l *loop) idleInterval() time.Duration { return min(l.cfg.Idle/4, 5*time.Second) }
 
-// idle tells whether the daemon is to exit: it has had no container for
-// cfg.Idle and no staticlet holds the agent lock, or the directory is gone
-// (no staticlet's any more).
+// idle tells whether the daemon is to exit: no container has logged
+// through it for cfg.Idle (since it started, or since the last one's
+// log ended). A running staticlet does not keep it: staticlet starts it
+// again for the next container (Ensure, Keep).
 func (l *loop) idle(now time.Time) bool {
-	if len(l.conns) > 0 || now.Sub(l.last) < l.cfg.Idle {
-		return false
-	}
-	f, free, err := tryLock(filepath.Join(l.dir, agentLockName), unix.LOCK_EX)
-	if f != nil {
-		f.Close()
-	}
-	return err == nil && free || errors.Is(err, os.ErrNotExist)
+	return len(l.conns) == 0 && now.Sub(l.last) >= l.cfg.Idle
 }
 
 // nextDeadline is the earliest of idleCheck and the conns' deadlines.

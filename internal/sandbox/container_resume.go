@@ -89,7 +89,18 @@ func (r *Runtime) containerOutput(rec pod.Record) cio.Creator {
 	if r.cfg.Logs.DriverArgs != nil {
 		// The shim runs the driver with the container's pipes: output is
 		// written while staticlet is away, and never waits on it.
-		return cio.BinaryIO(r.cfg.Logs.Driver, r.cfg.Logs.DriverArgs(logPath))
+		return r.driverIO(logPath)
 	}
 	return cio.LogFile(logPath)
+}
+
+// driverIO sends a process's output to logPath through the log driver,
+// once what the driver needs runs.
+func (r *Runtime) driverIO(logPath string) cio.Creator {
+	if r.cfg.Logs.Ensure != nil {
+		if err := r.cfg.Logs.Ensure(); err != nil {
+			r.cfg.Logger.Warn("starting the log daemon; the output waits in the pipes", "log", logPath, "err", err)
+		}
+	}
+	return cio.BinaryIO(r.cfg.Logs.Driver, r.cfg.Logs.DriverArgs(logPath))
 }

@@ -146,6 +146,12 @@ type LogConfig struct {
 	// shim runs it in containerd's mount namespace, where a path of
 	// staticlet's own (os.Executable in a container) may not exist.
 	Driver string
+	// Ensure, when set, is called before the shim starts Driver for a
+	// container: it starts what Driver hands the output to (the log
+	// daemon, which exits when no container has logged through it for a
+	// while). A failure is logged; the container starts anyway, its
+	// output waiting in the pipes.
+	Ensure func() error
 }
 
 // NodeConfig is what pods' specs get from the node.

@@ -301,7 +301,7 @@ func (r *Runtime) pauseIO(logPath string) cio.Creator {
 		return cio.NullIO
 	}
 	if r.cfg.Logs.DriverArgs != nil {
-		return cio.BinaryIO(r.cfg.Logs.Driver, r.cfg.Logs.DriverArgs(logPath))
+		return r.driverIO(logPath)
 	}
 	return cio.LogFile(logPath)
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
@@ -405,4 +407,44 @@ func lastLine(t *testing.T, file string) int {
 	num, _, _ := strings.Cut(string(r.Content), " ")
 	n, _ := strconv.Atoi(num)
 	return n
+}
+
+// TestLogDaemonGoesWithLastPod: the log daemon does not outlive the last
+// container it serves, although staticlet runs on (its idle period cut to
+// 1 s here, 30 s by default), and a pod that comes after starts it again
+// and gets its output logged.
+func TestLogDaemonGoesWithLastPod(t *testing.T) {
+	if _, ok, _ := logd.Forwarder(runtime.GOARCH, "/s"); !ok {
+		t.Skipf("no log forwarder for %s: no log daemon", runtime.GOARCH)
+	}
+	e := harness.NewEnv(t)
+	e.ExtraEnv = append(e.ExtraEnv, logd.IdleEnv+"=1s")
+	d := e.Start()
+	dir := logd.Dir(e.Root)
+	said := func(pod, words string) {
+		t.Helper()
+		e.Write(pod+".yaml", terminationPod(pod, "Always", "trap 'exit 0' TERM; echo "+words+"; sleep 3600 & wait", ""))
+		name := pod + "-" + harness.TestNode
+		d.WaitPod(name, 30*time.Second, name+" running", harness.Running)
+		harness.WaitFor(t, 10*time.Second, name+"'s output logged", func() (bool, string) {
+			out, err := d.CLI("logs", name)
+			return err == nil && out == words+"\n", fmt.Sprintf("%q, %v", out, err)
+		})
+	}
+	said("first", "one")
+	pid := logd.DaemonPID(dir)
+	if pid == 0 {
+		t.Fatal("no log daemon while a container logs")
+	}
+	e.Remove("first.yaml")
+	harness.WaitFor(t, 30*time.Second, "the log daemon to exit after the last pod went", func() (bool, string) {
+		return !harness.ProcessRunning(pid) && logd.DaemonPID(dir) == 0, fmt.Sprintf("daemon %d running", logd.DaemonPID(dir))
+	})
+	if !d.Running() {
+		t.Fatal("staticlet exited")
+	}
+	said("second", "two")
+	if logd.DaemonPID(dir) == 0 {
+		t.Error("no log daemon while the second pod's container logs")
+	}
 }

@@ -1,0 +1,118 @@
+package logd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// testDaemonEnv makes the test binary run as the log daemon program when
+// started as `log-daemon DIR`, as staticlet's binary does where
+// staticlet-logd is missing.
+const testDaemonEnv = "STATICLET_LOGD_TEST_DAEMON"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(testDaemonEnv) == "1" && len(os.Args) == 3 && os.Args[1] == "log-daemon" {
+		os.Exit(RunDaemon(os.Args[2]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestKeepOnDemand: Keep starts no daemon while no container needs one and
+// starts one for a forwarder that waits; that daemon exits once the
+// container's log ended and it was idle, and Keep leaves it gone; Ensure,
+// called before the next container's forwarder starts, starts one again,
+// and that container's output reaches its log.
+func TestKeepOnDemand(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(testDaemonEnv, "1")
+	t.Setenv(IdleEnv, "300ms")
+	in := Install{Driver: h.prog, Daemon: exe, Dir: h.dir}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Keep(ctx, in, 20*time.Millisecond, discard{}) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if pid := DaemonPID(h.dir); pid != 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			waitFor(t, "the daemon to exit", func() (bool, string) { return DaemonPID(h.dir) == 0, "" })
+		}
+	})
+	// Nothing tells "did not start": Keep is given ten rounds.
+	noDaemon := func(when string) {
+		t.Helper()
+		time.Sleep(200 * time.Millisecond)
+		if pid := DaemonPID(h.dir); pid != 0 {
+			t.Fatalf("a log daemon (pid %d) runs %s", pid, when)
+		}
+	}
+	noDaemon("before any container")
+
+	c := h.forwarder()
+	fmt.Fprintln(c.out, "one")
+	h.waitLines("stdout:one")
+	c.out.Close()
+	c.err.Close()
+	if err := c.cmd.Wait(); err != nil {
+		t.Errorf("forwarder at the end of its streams: %v, want exit 0", err)
+	}
+	waitFor(t, "the idle daemon to exit", func() (bool, string) {
+		pid := DaemonPID(h.dir)
+		return pid == 0, fmt.Sprintf("pid %d", pid)
+	})
+	noDaemon("after the last container")
+
+	if err := in.Ensure(); err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	next := filepath.Join(filepath.Dir(h.logPath), "1.log")
+	c = h.forwarderTo(next)
+	fmt.Fprintln(c.out, "two")
+	waitFor(t, "the next container's log", func() (bool, string) {
+		got := h.linesOf(next)
+		return len(got) == 1 && got[0] == "stdout:two", fmt.Sprint(got)
+	})
+}
+
+// TestForwarderWaiting: a running forwarder is found by its program, also
+// once the program was replaced (as Setup does for a new build), and none
+// is found once it exited.
+func TestForwarderWaiting(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	if forwarderWaiting(h.prog) {
+		t.Fatal("forwarderWaiting before any forwarder ran")
+	}
+	c := h.forwarder()
+	if !forwarderWaiting(h.prog) {
+		t.Error("forwarderWaiting = false while a forwarder runs")
+	}
+	b, err := os.ReadFile(h.prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := h.prog + ".new"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, h.prog); err != nil {
+		t.Fatal(err)
+	}
+	if !forwarderWaiting(h.prog) {
+		t.Error("forwarderWaiting = false while a forwarder of the replaced program runs")
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Wait()
+	if forwarderWaiting(h.prog) {
+		t.Error("forwarderWaiting = true once the forwarder exited")
+	}
+}
