@@ -69,6 +69,16 @@ staticlet runs in the background (pid $(cat "$state/staticlet.pid")). Try:
 TXT
 }
 
+# stop_log_daemon ends the log daemon of the demo's root dir, whose lock
+# file names it.
+stop_log_daemon() {
+	local pid
+	pid=$(cat /var/lib/staticlet/logd/lock 2>/dev/null) || return 0
+	[ -n "$pid" ] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q 'log-daemon /var/lib/staticlet/logd' || return 0
+	kill "$pid" 2>/dev/null || true
+	wait_for 10 sh -c "! kill -0 $pid" || echo "the log daemon (pid $pid) is still running"
+}
+
 stop() {
 	if [ -f "$state/staticlet.pid" ]; then
 		kill "$(cat "$state/staticlet.pid")" 2>/dev/null || true
@@ -79,9 +89,13 @@ stop() {
 	"$bin" run --manifest-dir "$state/empty" --containerd-address "$sock" >"$state/cleanup.log" 2>&1 &
 	local pid=$!
 	no_containers() { [ -z "$(ctr --address "$sock" -n staticlet containers list -q)" ]; }
-	wait_for 90 no_containers || echo "some pods are still stopping"
+	local gone=yes
+	wait_for 90 no_containers || { gone=; echo "some pods are still stopping"; }
 	kill "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
+	# The log daemon exits by itself 30 s after the last container's log
+	# ended; with every container gone there is nothing left for it to write.
+	if [ -n "$gone" ]; then stop_log_daemon; fi
 	if [ -f "$state/containerd.pid" ]; then
 		kill "$(cat "$state/containerd.pid")" 2>/dev/null || true
 		rm -f "$state/containerd.pid"
