@@ -130,45 +130,68 @@ func Keep(ctx context.Context, in Install, interval time.Duration, logger Logger
 	}
 }
 
-// Ensure starts the log daemon of in if none runs, and waits (5 s at
-// most) until it listens: staticlet calls it before a container's
-// forwarder starts, so that the forwarder finds the daemon at once. A
-// daemon that exits for being idle just as the forwarder arrives leaves
-// it waiting, with its output in the pipes, until Keep's next round
-// starts another. Without a daemon to run, it does nothing.
+// Ensure starts the log daemon of in if none listens, and waits (5 s at
+// most) until one does: staticlet calls it before a container's forwarder
+// starts, so that the forwarder finds the daemon at once. A daemon that
+// exits for being idle just as the forwarder arrives leaves it waiting,
+// with its output in the pipes, until Keep's next round starts another.
+// Without a daemon to run, it does nothing.
+//
+// It never takes the daemon's lock to look, as daemonPID does: a daemon
+// starting meanwhile would find the lock taken and exit. One that exits
+// at once all the same (it found one going away, or one starting that
+// then lost to a look) is started again, a few times.
 func (in Install) Ensure() error {
-	if in.Daemon == "" {
+	if in.Daemon == "" || listening(in.Dir) {
 		return nil
 	}
-	if _, running, err := daemonPID(in.Dir); err != nil || running {
-		return err
-	}
-	pid, exited, err := start(in)
-	if err != nil {
-		return fmt.Errorf("starting the log daemon: %w", err)
-	}
-	// Polled without taking the lock, which the daemon takes first.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		select {
-		case <-exited:
-			// Another daemon took the lock first; or this one failed.
-			if DaemonPID(in.Dir) == 0 {
-				return fmt.Errorf("the log daemon exited at once (see %s)", filepath.Join(in.Dir, logName))
-			}
-			return nil
-		default:
+	const limit, tries = 5 * time.Second, 5
+	deadline := time.Now().Add(limit)
+	for try := 1; ; try++ {
+		exited, err := start(in)
+		if err != nil {
+			return fmt.Errorf("starting the log daemon: %w", err)
 		}
-		if lockHolder(in.Dir) == pid {
-			if _, err := os.Stat(SocketPath(in.Dir)); err == nil {
-				return nil
-			}
+		ok, gone := awaitListening(in.Dir, exited, deadline)
+		switch {
+		case ok:
+			return nil
+		case !gone:
+			return fmt.Errorf("the log daemon does not listen on %s %v after it started", SocketPath(in.Dir), limit)
+		case try == tries:
+			return fmt.Errorf("the log daemon exited at once %d times (see %s)", tries, filepath.Join(in.Dir, logName))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// awaitListening waits until a daemon listens on dir's socket (ok), the
+// daemon just started exits (gone), or deadline passes.
+func awaitListening(dir string, exited <-chan struct{}, deadline time.Time) (ok, gone bool) {
+	for {
+		if listening(dir) {
+			return true, false
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the log daemon %d is not listening 5 s after it started", pid)
+			return false, false
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-exited:
+			return listening(dir), true
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
+}
+
+// listening tells, without taking the lock, whether the daemon the lock
+// file of dir names runs and its socket is there.
+func listening(dir string) bool {
+	pid := lockHolder(dir)
+	if pid <= 0 || unix.Kill(pid, 0) != nil {
+		return false
+	}
+	_, err := os.Stat(SocketPath(dir))
+	return err == nil
 }
 
 // lockHolder is the PID the lock file of dir names: the daemon that last
@@ -223,16 +246,15 @@ func replace(ctx context.Context, in Install, pid int) error {
 // output appended to daemon.log. A daemon that finds another one running
 // exits at once.
 func Start(in Install) error {
-	_, _, err := start(in)
+	_, err := start(in)
 	return err
 }
 
-// start is Start, returning the daemon's PID and a channel closed when it
-// exits.
-func start(in Install) (int, <-chan struct{}, error) {
+// start is Start, returning a channel closed when the daemon exits.
+func start(in Install) (<-chan struct{}, error) {
 	out, err := os.OpenFile(filepath.Join(in.Dir, logName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	defer out.Close()
 	cmd := exec.Command(in.Daemon, "log-daemon", in.Dir)
@@ -240,12 +262,12 @@ func start(in Install) (int, <-chan struct{}, error) {
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	// Reaped by this process while it runs, by init after.
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	return cmd.Process.Pid, exited, nil
+	return exited, nil
 }
 
 // daemonPID tells whether a daemon holds dir's lock, and its PID.

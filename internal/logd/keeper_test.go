@@ -43,10 +43,7 @@ func TestKeepOnDemand(t *testing.T) {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		if pid := DaemonPID(h.dir); pid != 0 {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-			waitFor(t, "the daemon to exit", func() (bool, string) { return DaemonPID(h.dir) == 0, "" })
-		}
+		stopDaemon(t, h.dir)
 	})
 	// Nothing tells "did not start": Keep is given ten rounds.
 	noDaemon := func(when string) {
@@ -82,6 +79,50 @@ func TestKeepOnDemand(t *testing.T) {
 		got := h.linesOf(next)
 		return len(got) == 1 && got[0] == "stdout:two", fmt.Sprint(got)
 	})
+}
+
+// TestEnsureConcurrent: containers started together each call Ensure at
+// once; every call returns once one daemon listens, and one runs.
+func TestEnsureConcurrent(t *testing.T) {
+	h := newHarness(t, runtime.GOARCH)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(testDaemonEnv, "1")
+	in := Install{Driver: h.prog, Daemon: exe, Dir: h.dir}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopDaemon(t, h.dir) })
+	errs := make(chan error, 8)
+	for range cap(errs) {
+		go func() { errs <- in.Ensure() }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("Ensure: %v", err)
+		}
+	}
+	pid := DaemonPID(h.dir)
+	if pid == 0 || !listening(h.dir) {
+		t.Fatalf("after Ensure: daemon %d, listening %v; want one listening", pid, listening(h.dir))
+	}
+	if err := in.Ensure(); err != nil || DaemonPID(h.dir) != pid {
+		t.Errorf("Ensure with a daemon running = %v, daemon %d; want nil and the same daemon %d", err, DaemonPID(h.dir), pid)
+	}
+	c := h.forwarder()
+	fmt.Fprintln(c.out, "one")
+	h.waitLines("stdout:one")
+}
+
+// stopDaemon ends the daemon of dir, if one runs.
+func stopDaemon(t *testing.T, dir string) {
+	t.Helper()
+	if pid := DaemonPID(dir); pid != 0 {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		waitFor(t, "the daemon to exit", func() (bool, string) { return DaemonPID(dir) == 0, "" })
+	}
 }
 
 // TestForwarderWaiting: a running forwarder is found by its program, also
