@@ -30,13 +30,8 @@ func TestMain(m *testing.M) {
 // and that container's output reaches its log.
 func TestKeepOnDemand(t *testing.T) {
 	h := newHarness(t, runtime.GOARCH)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(testDaemonEnv, "1")
+	in := h.install()
 	t.Setenv(IdleEnv, "300ms")
-	in := Install{Driver: h.prog, Daemon: exe, Dir: h.dir}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Keep(ctx, in, 20*time.Millisecond, discard{}) }()
@@ -85,15 +80,7 @@ func TestKeepOnDemand(t *testing.T) {
 // once; every call returns once one daemon listens, and one runs.
 func TestEnsureConcurrent(t *testing.T) {
 	h := newHarness(t, runtime.GOARCH)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(testDaemonEnv, "1")
-	in := Install{Driver: h.prog, Daemon: exe, Dir: h.dir}
-	if err := os.MkdirAll(h.dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	in := h.install()
 	t.Cleanup(func() { stopDaemon(t, h.dir) })
 	errs := make(chan error, 8)
 	for range cap(errs) {
@@ -114,6 +101,21 @@ func TestEnsureConcurrent(t *testing.T) {
 	c := h.forwarder()
 	fmt.Fprintln(c.out, "one")
 	h.waitLines("stdout:one")
+}
+
+// install is what Setup would give for h's forwarder, with the test binary
+// as the daemon program (TestMain), and the daemon's directory made.
+func (h *harness) install() Install {
+	h.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Setenv(testDaemonEnv, "1")
+	return Install{Driver: h.prog, Daemon: exe, Dir: h.dir}
 }
 
 // stopDaemon ends the daemon of dir, if one runs.
