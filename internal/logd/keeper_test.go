@@ -81,6 +81,8 @@ func TestKeepOnDemand(t *testing.T) {
 func TestEnsureConcurrent(t *testing.T) {
 	h := newHarness(t, runtime.GOARCH)
 	in := h.install()
+	// A daemon still starting when the test ends goes soon by itself.
+	t.Setenv(IdleEnv, "1s")
 	t.Cleanup(func() { stopDaemon(t, h.dir) })
 	errs := make(chan error, 8)
 	for range cap(errs) {
@@ -118,13 +120,18 @@ func (h *harness) install() Install {
 	return Install{Driver: h.prog, Daemon: exe, Dir: h.dir}
 }
 
-// stopDaemon ends the daemon of dir, if one runs.
+// stopDaemon ends the daemon of dir, if one runs, and any that takes its
+// place: a daemon an Ensure started as another one listened already may
+// still be starting, and takes the lock once the first one is gone.
 func stopDaemon(t *testing.T, dir string) {
 	t.Helper()
-	if pid := DaemonPID(dir); pid != 0 {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		waitFor(t, "the daemon to exit", func() (bool, string) { return DaemonPID(dir) == 0, "" })
-	}
+	waitFor(t, "no log daemon running", func() (bool, string) {
+		pid := DaemonPID(dir)
+		if pid != 0 {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+		return pid == 0, fmt.Sprintf("daemon %d", pid)
+	})
 }
 
 // TestForwarderWaiting: a running forwarder is found by its program, also
