@@ -471,7 +471,7 @@ func leftovers(e *harness.Env, t *testing.T, uids []string) []string {
 		case strings.Contains(line, "dupcheck-"):
 			addf("container process %d: %s", pid, line)
 		case len(args) > 1 && args[1] == "log-daemon":
-			// The node's, not a pod's: it stays while staticlet runs.
+			// The node's, not a pod's: it stays 30 s after its last container.
 		case strings.Contains(line, filepath.Join(e.Root, "bin")+"/") || strings.Contains(line, filepath.Join(e.Root, "pause")+"/"):
 			addf("log driver %d: %s", pid, line)
 		default:
