@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -35,12 +36,13 @@ type NAT struct {
 
 // The chains of the table. hostports is a regular chain jumped to for
 // packets to a local address, from outside (prerouting) and from the host
-// itself (output). input guards the host's loopback addresses from pods.
+// itself (output). guard keeps pods from using the loopback range that
+// route_localnet opens on the bridge.
 const (
 	chainPostrouting = "postrouting"
 	chainPrerouting  = "prerouting"
 	chainOutput      = "output"
-	chainInput       = "input"
+	chainGuard       = "guard"
 	chainHostPorts   = "hostports"
 	ownerPrefix      = "staticlet sandbox "
 )
@@ -102,10 +104,10 @@ func (n NAT) Ensure(masquerade []netip.Prefix) error {
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest})
 	out := c.AddChain(&nftables.Chain{Name: chainOutput, Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest})
-	in := c.AddChain(&nftables.Chain{Name: chainInput, Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
+	guard := c.AddChain(&nftables.Chain{Name: chainGuard, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityFilter})
 	c.AddChain(&nftables.Chain{Name: chainHostPorts, Table: t})
-	for _, ch := range []*nftables.Chain{post, pre, out, in} {
+	for _, ch := range []*nftables.Chain{post, pre, out, guard} {
 		c.FlushChain(ch)
 	}
 	for _, p := range masquerade {
@@ -116,7 +118,7 @@ func (n NAT) Ensure(masquerade []netip.Prefix) error {
 		c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: ex})
 	}
 	if n.Bridge != "" {
-		n.addLoopbackRules(c, t, post, in)
+		n.addLoopbackRules(c, t, post, guard)
 	}
 	// fib daddr type local jump hostports
 	toLocal := []expr.Any{
@@ -138,31 +140,41 @@ func (n NAT) Ensure(masquerade []netip.Prefix) error {
 }
 
 // addLoopbackRules adds what makes a hostPort answer on 127.0.0.1, whose
-// DNAT the output chain does as for any local address:
+// DNAT the output chain does as for any local address, and what keeps the
+// pods off the host's loopback range:
 //
 //	postrouting: oifname <bridge> ip saddr 127.0.0.0/8 masquerade
-//	input:       iifname <bridge> ip daddr 127.0.0.0/8 ct state != established,related drop
+//	guard:       iifname <bridge> ip saddr 127.0.0.0/8 drop
+//	guard:       iifname <bridge> ip daddr 127.0.0.0/8 ct state != established,related drop
 //
 // The masquerade gives the connection the bridge's address, which the
 // pod can answer; route_localnet on the bridge lets the packet from
-// 127.0.0.1 out and the de-NATed replies to 127.0.0.1 in. The drop keeps
-// that setting from opening the host's loopback services to the pods: a
-// pod that sends a packet to 127.0.0.1 through the bridge starts nothing
-// (the kube-proxy's answer to CVE-2020-8558, scoped to the bridge).
-func (n NAT) addLoopbackRules(c *nftables.Conn, t *nftables.Table, post, in *nftables.Chain) {
+// 127.0.0.1 out and the de-NATed replies to 127.0.0.1 in. The drops undo
+// what else that setting lets in from the bridge, where the kernel would
+// have dropped it as martian: a packet from 127.0.0.0/8 (a pod posing as
+// the host's own loopback, to a service that trusts it; the kernel still
+// refuses it as from a local address, unless the bridge's accept_local
+// is set) and a new connection to 127.0.0.0/8 (a pod reaching a service
+// the host binds to loopback only: CVE-2020-8558, from the kube-proxy's
+// route_localnet).
+// Neither is ever the traffic of a loopback hostPort: the pod sees the
+// bridge's address, and the host's replies to it are established.
+func (n NAT) addLoopbackRules(c *nftables.Conn, t *nftables.Table, post, guard *nftables.Chain) {
+	fromBridge := append(family(loopback4.Addr()), ifname(expr.MetaKeyIIFNAME, n.Bridge)...)
 	masq := append(family(loopback4.Addr()), ifname(expr.MetaKeyOIFNAME, n.Bridge)...)
 	masq = append(masq, matchPrefix(loopback4, true, false)...)
 	c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: append(masq, &expr.Masq{})})
-	guard := append(family(loopback4.Addr()), ifname(expr.MetaKeyIIFNAME, n.Bridge)...)
-	guard = append(guard, matchPrefix(loopback4, false, false)...)
+	spoofed := append(slices.Clone(fromBridge), matchPrefix(loopback4, true, false)...)
+	c.AddRule(&nftables.Rule{Table: t, Chain: guard, Exprs: append(spoofed, &expr.Verdict{Kind: expr.VerdictDrop})})
+	toLoopback := append(slices.Clone(fromBridge), matchPrefix(loopback4, false, false)...)
 	established := binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED)
-	guard = append(guard,
+	toLoopback = append(toLoopback,
 		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: established, Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: make([]byte, 4)},
 		&expr.Verdict{Kind: expr.VerdictDrop},
 	)
-	c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: guard})
+	c.AddRule(&nftables.Rule{Table: t, Chain: guard, Exprs: toLoopback})
 }
 
 // ifname matches the input or output interface's name (key IIFNAME or

@@ -174,13 +174,24 @@ func TestPodNetwork(t *testing.T) {
 			t.Errorf("host -> %s = %q, %v; want connection refused", target, got, err)
 		}
 	}
-	// route_localnet on the bridge does not open the host's loopback to
-	// the pods: pod 1, routing 127.0.0.1 through the bridge, sends a
-	// datagram there and then one to the bridge's address; the host, which
-	// listens on both, receives only the second.
+	// route_localnet on the bridge does not open the host's loopback
+	// range to the pods. Pod 1, which routes 127.0.0.2 through the bridge
+	// and may send from 127.0.0.1 there, sends a datagram to the host's
+	// 127.0.0.2, then one from 127.0.0.1 to the bridge's address; each
+	// time the host, which listens on every address, receives only the
+	// plain datagram to the bridge's address sent after it.
+	gw := net.JoinHostPort(br.Gateways[0].Addr().String(), "18091")
 	loopbackViaBridge(t, pods[1].ns, br.Gateways[0].Addr())
-	if got := firstDatagram(t, hostNS, pods[1].ns, []string{"127.0.0.1:18091", net.JoinHostPort(br.Gateways[0].Addr().String(), "18091")}); got != 1 {
-		t.Errorf("the host received pod1's datagram to 127.0.0.1 through the bridge; want it dropped")
+	// Without accept_local the kernel itself refuses a packet from a
+	// local address coming in from a link; the guard does not count on it.
+	acceptLocal := "/proc/sys/net/ipv4/conf/" + br.Name + "/accept_local"
+	if err := Do(hostNS, func() error { return os.WriteFile(acceptLocal, []byte("1"), 0o644) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, first := range []datagram{{to: "127.0.0.2:18091"}, {from: "127.0.0.1:0", to: gw}} {
+		if got := firstDatagram(t, hostNS, pods[1].ns, []datagram{first, {to: gw}}); got != 1 {
+			t.Errorf("the host received pod1's datagram from %q to %s through the bridge; want it dropped", first.from, first.to)
+		}
 	}
 	owners, err := nat.HostPortOwners()
 	if err != nil || len(owners) != 1 || owners[0] != "sandbox-a" {
@@ -230,7 +241,9 @@ func TestPodNetwork(t *testing.T) {
 }
 
 // loopbackViaBridge makes the pod in namespace ns send its packets to
-// 127.0.0.1 to gw, as a pod with CAP_NET_ADMIN could.
+// 127.0.0.2 (its loopback range but 127.0.0.1) to gw, and lets it send
+// packets from 127.0.0.1 through the bridge, as a pod with CAP_NET_ADMIN
+// could.
 func loopbackViaBridge(t *testing.T, ns string, gw netip.Addr) {
 	t.Helper()
 	h, err := handleIn(ns)
@@ -238,35 +251,38 @@ func loopbackViaBridge(t *testing.T, ns string, gw netip.Addr) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	var lo, eth netlink.Link
-	for _, l := range []struct {
-		name string
-		to   *netlink.Link
-	}{{"lo", &lo}, {PodInterface, &eth}} {
-		if *l.to, err = h.LinkByName(l.name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_LOCAL, LinkIndex: lo.Attrs().Index},
-		netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF)
+	eth, err := h.LinkByName(PodInterface)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range routes {
-		if err := h.RouteDel(&r); err != nil {
-			t.Fatalf("deleting the pod's route %v: %v", r, err)
-		}
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
 	}
-	one := &net.IPNet{IP: net.IPv4(127, 0, 0, 1).To4(), Mask: net.CIDRMask(32, 32)}
-	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: one, Gw: gw.AsSlice()}); err != nil {
-		t.Fatalf("routing 127.0.0.1 through the bridge: %v", err)
+	local := &netlink.Route{Table: unix.RT_TABLE_LOCAL, Type: unix.RTN_LOCAL, Scope: netlink.SCOPE_HOST,
+		Dst: &net.IPNet{IP: net.IPv4(127, 0, 0, 0).To4(), Mask: net.CIDRMask(8, 32)}, LinkIndex: lo.Attrs().Index}
+	if err := h.RouteDel(local); err != nil {
+		t.Fatalf("deleting the pod's local route for 127.0.0.0/8: %v", err)
+	}
+	two := &net.IPNet{IP: net.IPv4(127, 0, 0, 2).To4(), Mask: net.CIDRMask(32, 32)}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: two, Gw: gw.AsSlice()}); err != nil {
+		t.Fatalf("routing 127.0.0.2 through the bridge: %v", err)
+	}
+	// Packets from 127.0.0.1 may leave through eth0.
+	localnet := "/proc/sys/net/ipv4/conf/" + PodInterface + "/route_localnet"
+	if err := Do(ns, func() error { return os.WriteFile(localnet, []byte("1"), 0o644) }); err != nil {
+		t.Fatal(err)
 	}
 }
 
+// datagram is one UDP datagram to send: from an address ("" for any) to
+// one.
+type datagram struct{ from, to string }
+
 // firstDatagram listens on UDP port 18091 of every address in namespace
-// host, sends from namespace from one datagram to each of targets in
-// turn, and returns the index of the target whose datagram arrived first.
-func firstDatagram(t *testing.T, host, from string, targets []string) int {
+// host, sends dgrams in turn from namespace from, and returns the index
+// of the one that arrived first.
+func firstDatagram(t *testing.T, host, from string, dgrams []datagram) int {
 	t.Helper()
 	var ln net.PacketConn
 	if err := Do(host, func() error {
@@ -278,17 +294,8 @@ func firstDatagram(t *testing.T, host, from string, targets []string) int {
 	}
 	defer ln.Close()
 	if err := Do(from, func() error {
-		c, err := net.ListenPacket("udp4", ":0")
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		for i, target := range targets {
-			to, err := net.ResolveUDPAddr("udp4", target)
-			if err != nil {
-				return err
-			}
-			if _, err := c.WriteTo([]byte{byte(i)}, to); err != nil {
+		for i, d := range dgrams {
+			if err := sendDatagram(d, byte(i)); err != nil {
 				return err
 			}
 		}
@@ -302,6 +309,21 @@ func firstDatagram(t *testing.T, host, from string, targets []string) int {
 		t.Fatalf("receiving the first datagram: %v", err)
 	}
 	return int(b[0])
+}
+
+// sendDatagram sends the one byte b as d says.
+func sendDatagram(d datagram, b byte) error {
+	c, err := net.ListenPacket("udp4", d.from)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	to, err := net.ResolveUDPAddr("udp4", d.to)
+	if err != nil {
+		return err
+	}
+	_, err = c.WriteTo([]byte{b}, to)
+	return err
 }
 
 // sysctl reads a setting under /proc/sys in namespace ns.
