@@ -144,6 +144,9 @@ func TestPodNetwork(t *testing.T) {
 	if got := masqueradeRules(t, nat); got != 3 {
 		t.Errorf("%d masquerade rules after Ensure twice, want 3", got)
 	}
+	if got := len(chainRules(t, nat, chainGuard)); got != 2 {
+		t.Errorf("%d rules in the guard chain after Ensure twice, want 2", got)
+	}
 	localnet := "/proc/sys/net/ipv4/conf/" + br.Name + "/route_localnet"
 	for i, want := range [][]string{{localnet}, nil} {
 		if changed, err := EnableRouteLocalnet(hostNS, br.Name); err != nil || !slices.Equal(changed, want) {
@@ -340,8 +343,8 @@ func sysctl(t *testing.T, ns, file string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// masqueradeRules counts the masquerade rules of nat's table.
-func masqueradeRules(t *testing.T, nat NAT) int {
+// chainRules lists the rules of a chain of nat's table.
+func chainRules(t *testing.T, nat NAT, chain string) []*nftables.Rule {
 	t.Helper()
 	c, done, err := nat.conn()
 	if err != nil {
@@ -349,12 +352,18 @@ func masqueradeRules(t *testing.T, nat NAT) int {
 	}
 	defer done()
 	tb := nat.table()
-	rules, err := c.GetRules(tb, &nftables.Chain{Name: chainPostrouting, Table: tb})
+	rules, err := c.GetRules(tb, &nftables.Chain{Name: chain, Table: tb})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rules
+}
+
+// masqueradeRules counts the masquerade rules of nat's table.
+func masqueradeRules(t *testing.T, nat NAT) int {
+	t.Helper()
 	n := 0
-	for _, r := range rules {
+	for _, r := range chainRules(t, nat, chainPostrouting) {
 		for _, e := range r.Exprs {
 			if _, ok := e.(*expr.Masq); ok {
 				n++
