@@ -430,7 +430,8 @@ func (l *loop) exit(e pod.TaskExit) {
 }
 
 // remove has the pods of keys removed: each once the pods that stop before
-// it are gone (stopsBefore), or its hold runs out.
+// it are gone (stopGraph), or its hold runs out. A held pod starts
+// nothing meanwhile: its manifest is gone.
 func (l *loop) remove(keys []pod.Key) {
 	var stopping []pod.Key // the pods being removed, or about to be
 	for key := range l.workers {
@@ -438,14 +439,16 @@ func (l *loop) remove(keys []pod.Key) {
 			stopping = append(stopping, key)
 		}
 	}
+	graph := stopGraph(stopping, l.pods)
 	now := time.Now()
 	for _, key := range keys {
-		before := stopsBefore(key, stopping, l.pods, l.book)
+		before := graph[key]
 		if len(before) == 0 {
 			l.tellRemove(key)
 			continue
 		}
 		l.held[key] = hold{before: before, until: now.Add(maxGrace(before, l.pods) + holdSlack)}
+		l.workers[key].box.send(leavingMsg{})
 		l.r.cfg.Logger.Info("pod stops after others", "pod", key.String(), "after", fmt.Sprint(before))
 	}
 	l.release()
