@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"fmt"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -243,4 +244,95 @@ func sortedPorts(set map[int]bool) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// StopNeeds is what orders a pod's stop among the pods that stop with it:
+// the ports it serves and reaches on the node, and the pods it names in
+// staticlet.io/after. It is written in a label on each container the pod
+// makes (String), so that a pod whose manifest went while staticlet was
+// not running still stops in order.
+type StopNeeds struct {
+	Ports NodePorts
+	After []Key
+}
+
+// StopNeeds returns what orders p's stop.
+func (p *Pod) StopNeeds() StopNeeds {
+	return StopNeeds{Ports: p.NodePorts(), After: p.AfterKeys()}
+}
+
+// Needs tells whether a pod with needs n needs pod other, whose needs are
+// o: it names other in staticlet.io/after, or reaches a port other serves.
+func (n StopNeeds) Needs(other Key, o StopNeeds) bool {
+	return slices.Contains(n.After, other) || n.Ports.Needs(o.Ports)
+}
+
+// String encodes n for a label: "serves=P,P;reaches=P,P;after=NS/NAME,..."
+// with the empty parts left out; empty when n is.
+func (n StopNeeds) String() string {
+	var parts []string
+	add := func(name string, vals []string) {
+		if len(vals) > 0 {
+			parts = append(parts, name+"="+strings.Join(vals, ","))
+		}
+	}
+	itoa := func(ports []int) []string {
+		out := make([]string, len(ports))
+		for i, p := range ports {
+			out[i] = strconv.Itoa(p)
+		}
+		return out
+	}
+	add("serves", itoa(n.Ports.Serves))
+	add("reaches", itoa(n.Ports.Reaches))
+	after := make([]string, len(n.After))
+	for i, k := range n.After {
+		after[i] = k.String()
+	}
+	add("after", after)
+	return strings.Join(parts, ";")
+}
+
+// ParseStopNeeds decodes what String encoded.
+func ParseStopNeeds(s string) (StopNeeds, error) {
+	var n StopNeeds
+	if s == "" {
+		return n, nil
+	}
+	ports := func(val string) ([]int, error) {
+		var out []int
+		for _, f := range strings.Split(val, ",") {
+			p, err := strconv.Atoi(f)
+			if err != nil || p <= 0 || p >= 1<<16 {
+				return nil, fmt.Errorf("bad port %q", f)
+			}
+			out = append(out, p)
+		}
+		slices.Sort(out)
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ";") {
+		name, val, _ := strings.Cut(part, "=")
+		var err error
+		switch name {
+		case "serves":
+			n.Ports.Serves, err = ports(val)
+		case "reaches":
+			n.Ports.Reaches, err = ports(val)
+		case "after":
+			for _, f := range strings.Split(val, ",") {
+				ns, name, ok := strings.Cut(f, "/")
+				if !ok || ns == "" || name == "" {
+					return StopNeeds{}, fmt.Errorf("stop needs %q: bad pod %q", s, f)
+				}
+				n.After = append(n.After, Key{Namespace: ns, Name: name})
+			}
+		default:
+			err = fmt.Errorf("unknown part %q", name)
+		}
+		if err != nil {
+			return StopNeeds{}, fmt.Errorf("stop needs %q: %w", s, err)
+		}
+	}
+	return n, nil
 }

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -101,6 +102,43 @@ func TestNodePortsKubeadm(t *testing.T) {
 			if got, want := np[a].Needs(np[b]), a == "kube-apiserver" && b == "etcd"; got != want {
 				t.Errorf("%s needs %s = %v, want %v", a, b, got, want)
 			}
+		}
+	}
+}
+
+func TestStopNeedsLabel(t *testing.T) {
+	for _, n := range []StopNeeds{
+		{},
+		{Ports: NodePorts{Serves: []int{2379, 2380}}},
+		{Ports: NodePorts{Serves: []int{6443}, Reaches: []int{2379}}, After: []Key{{Namespace: "kube-system", Name: "etcd-n"}}},
+		{After: []Key{{Namespace: "a", Name: "b"}, {Namespace: "c", Name: "d"}}},
+	} {
+		got, err := ParseStopNeeds(n.String())
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(n) {
+			t.Errorf("ParseStopNeeds(%q) = %+v, %v; want %+v", n.String(), got, err, n)
+		}
+	}
+	for _, bad := range []string{"serves=x", "reaches=0", "after=nons", "what=1", "serves=70000"} {
+		if _, err := ParseStopNeeds(bad); err == nil {
+			t.Errorf("ParseStopNeeds(%q) = nil error, want one", bad)
+		}
+	}
+	api := StopNeeds{Ports: NodePorts{Serves: []int{6443}, Reaches: []int{2379}}}
+	etcd := StopNeeds{Ports: NodePorts{Serves: []int{2379}}}
+	ctrl := StopNeeds{After: []Key{{Namespace: "kube-system", Name: "api-n"}}}
+	for _, tt := range []struct {
+		n     StopNeeds
+		other Key
+		o     StopNeeds
+		want  bool
+	}{
+		{api, Key{Namespace: "kube-system", Name: "etcd-n"}, etcd, true},
+		{etcd, Key{Namespace: "kube-system", Name: "api-n"}, api, false},
+		{ctrl, Key{Namespace: "kube-system", Name: "api-n"}, api, true},
+		{ctrl, Key{Namespace: "default", Name: "api-n"}, api, false},
+	} {
+		if got := tt.n.Needs(tt.other, tt.o); got != tt.want {
+			t.Errorf("%q.Needs(%s, %q) = %v, want %v", tt.n, tt.other, tt.o, got, tt.want)
 		}
 	}
 }

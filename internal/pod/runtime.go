@@ -76,6 +76,10 @@ type Record struct {
 	// stay pinned, from the node's boot it was made in. It has no task to
 	// start, and one that is down is re-created, never started again.
 	NoPause bool
+	// StopNeeds is what ordered the pod's stop among others when the
+	// container was made (StopNeeds.String): for a pod whose manifest
+	// went while staticlet was not running.
+	StopNeeds string
 }
 
 // ContainerRequest asks the runtime to create and start one container of a

@@ -156,10 +156,13 @@ func (c *podCore) begin(now time.Time) []action {
 	c.now = now
 	c.mem.restartNow, c.mem.restartAsked = c.mem.restartAsked, nil
 	p := c.desired
+	if c.order.leaving {
+		return nil
+	}
 	if p == nil {
 		return c.beginRemove()
 	}
-	if c.halted || c.order.leaving {
+	if c.halted {
 		return nil
 	}
 	out := c.retryArrived(p)

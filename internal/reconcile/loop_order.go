@@ -56,21 +56,28 @@ func (b *readyBook) forget(key pod.Key) {
 // that stop before it: the pods that need it. Declared needs
 // (staticlet.io/after, which admits no cycle) come first; a need inferred
 // from ports that would close a cycle is left out, so that no pod waits on
-// itself. pods holds the pods' specs, as last desired; a pod with none
-// (an orphan found at start) needs nothing and is needed by nothing.
-func stopGraph(keys []pod.Key, pods map[pod.Key]*pod.Pod) map[pod.Key][]pod.Key {
+// itself. needsOf tells what orders each pod's stop; a pod it knows
+// nothing of needs nothing and is needed by nothing.
+func stopGraph(keys []pod.Key, needsOf func(pod.Key) (pod.StopNeeds, bool)) map[pod.Key][]pod.Key {
 	keys = slices.Clone(keys)
 	slices.SortFunc(keys, func(a, b pod.Key) int { return strings.Compare(a.String(), b.String()) })
+	needs := make(map[pod.Key]pod.StopNeeds, len(keys))
+	for _, k := range keys {
+		if n, ok := needsOf(k); ok {
+			needs[k] = n
+		}
+	}
 	before := map[pod.Key][]pod.Key{}
-	// reaches tells whether from leads to to along the needs added so far.
-	var reaches func(from, to pod.Key, seen map[pod.Key]bool) bool
-	reaches = func(from, to pod.Key, seen map[pod.Key]bool) bool {
+	// leadsTo tells whether from must stop before to along the needs
+	// added so far.
+	var leadsTo func(from, to pod.Key, seen map[pod.Key]bool) bool
+	leadsTo = func(from, to pod.Key, seen map[pod.Key]bool) bool {
 		if from == to {
 			return true
 		}
 		seen[from] = true
 		for _, n := range before[from] {
-			if !seen[n] && reaches(n, to, seen) {
+			if !seen[n] && leadsTo(n, to, seen) {
 				return true
 			}
 		}
@@ -78,37 +85,39 @@ func stopGraph(keys []pod.Key, pods map[pod.Key]*pod.Pod) map[pod.Key][]pod.Key 
 	}
 	// need records that a needs b: a stops before b.
 	need := func(a, b pod.Key) {
-		if a == b || slices.Contains(before[b], a) || reaches(a, b, map[pod.Key]bool{}) {
+		if a == b || slices.Contains(before[b], a) || leadsTo(a, b, map[pod.Key]bool{}) {
 			return
 		}
 		before[b] = append(before[b], a)
 	}
 	for _, a := range keys {
-		if p := pods[a]; p != nil {
-			for _, b := range p.AfterKeys() {
-				if slices.Contains(keys, b) {
-					need(a, b)
-				}
+		for _, b := range needs[a].After {
+			if slices.Contains(keys, b) {
+				need(a, b)
 			}
 		}
 	}
-	ports := make(map[pod.Key]pod.NodePorts, len(keys))
-	for _, k := range keys {
-		if p := pods[k]; p != nil {
-			ports[k] = p.NodePorts()
-		}
-	}
 	for _, a := range keys {
-		if len(ports[a].Reaches) == 0 {
+		if len(needs[a].Ports.Reaches) == 0 {
 			continue
 		}
 		for _, b := range keys {
-			if a != b && ports[a].Needs(ports[b]) {
+			if a != b && needs[a].Ports.Needs(needs[b].Ports) {
 				need(a, b)
 			}
 		}
 	}
 	return before
+}
+
+// needsOf tells what orders pod key's stop: its spec says, or, for a pod
+// found at start with no manifest, its containers' labels.
+func (l *loop) needsOf(key pod.Key) (pod.StopNeeds, bool) {
+	if p := l.pods[key]; p != nil {
+		return p.StopNeeds(), true
+	}
+	n, ok := l.rm.orphans[key]
+	return n, ok
 }
 
 // hold is a pod whose removal waits for the pods that stop before it.

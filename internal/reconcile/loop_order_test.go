@@ -48,6 +48,15 @@ func TestStopGraph(t *testing.T) {
 	} {
 		pods[k(spec.name)] = orderPod(t, spec.name, spec.after, spec.serves, spec.reaches)
 	}
+	// An orphan's needs come from its labels; one with none needs nothing.
+	orphans := map[pod.Key]pod.StopNeeds{k("orphan-api"): pods[k("api")].StopNeeds()}
+	needsOf := func(key pod.Key) (pod.StopNeeds, bool) {
+		if p := pods[key]; p != nil {
+			return p.StopNeeds(), true
+		}
+		n, ok := orphans[key]
+		return n, ok
+	}
 	all := []pod.Key{k("lone"), k("etcd"), k("api"), k("ctrl"), k("lone2"), k("peer-a"), k("peer-b"), k("decl"), k("infer"), k("orphan")}
 	tests := []struct {
 		keys []pod.Key
@@ -56,10 +65,11 @@ func TestStopGraph(t *testing.T) {
 		{all, map[string][]string{"etcd": {"api"}, "api": {"ctrl"}, "peer-b": {"peer-a"}, "infer": {"decl"}}},
 		// apart, what stops with them is what counts
 		{[]pod.Key{k("etcd"), k("ctrl")}, map[string][]string{}},
+		{[]pod.Key{k("etcd"), k("orphan-api"), k("orphan")}, map[string][]string{"etcd": {"orphan-api"}}},
 		{[]pod.Key{k("peer-b"), k("peer-a")}, map[string][]string{"peer-b": {"peer-a"}}},
 	}
 	for _, tt := range tests {
-		graph := stopGraph(tt.keys, pods)
+		graph := stopGraph(tt.keys, needsOf)
 		got := map[string][]string{}
 		for key, before := range graph {
 			for _, b := range before {
@@ -181,6 +191,38 @@ func TestHeldPodStartsNothing(t *testing.T) {
 		h.waitAllGone([]*pod.Pod{etcd, api})
 		for _, c := range h.since(m, "start", "create") {
 			t.Errorf("%s %s/%s while both pods were being removed", c.op, c.pod, c.name)
+		}
+	})
+}
+
+// TestOrphansStopInOrder: pods found at start with no manifest stop in
+// the order their containers' labels tell: with kube-apiserver's stop
+// held, etcd is not stopped.
+func TestOrphansStopInOrder(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		etcd := orderPod(t, "etcd", "", 2379, 0)
+		api := orderPod(t, "api", "", 6443, 2379)
+		var recs []pod.Record
+		for _, p := range []*pod.Pod{etcd, api} {
+			for _, r := range runningRecs(p, "sb-"+strings.TrimSuffix(p.Name, "-n"), 0) {
+				r.StopNeeds = p.StopNeeds().String()
+				recs = append(recs, r)
+			}
+		}
+		h := newHarness(t, Config{}, recs...)
+		gate := make(chan struct{})
+		h.rt.mu.Lock()
+		h.rt.stopGates = map[pod.Key]chan struct{}{api.Key(): gate}
+		h.rt.mu.Unlock()
+		h.set()
+		h.sleep(time.Second)
+		if stops := h.since(0, "stop"); len(stops) != 0 {
+			t.Errorf("stopped %v while kube-apiserver's stop is held, want nothing: etcd waits for it", stops)
+		}
+		close(gate)
+		h.waitAllGone([]*pod.Pod{etcd, api})
+		if got := h.stopOrder(0); !slices.Equal(got, []string{"api", "etcd"}) {
+			t.Errorf("stopped %q, want api, then etcd", got)
 		}
 	})
 }

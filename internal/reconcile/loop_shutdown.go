@@ -155,7 +155,7 @@ func (l *loop) serve(req nodeRequest) {
 		}
 	}
 	for _, group := range groups {
-		graph := stopGraph(group, l.pods)
+		graph := stopGraph(group, l.needsOf)
 		for _, key := range group {
 			for _, b := range graph[key] {
 				o.before[orders[key]] = append(o.before[orders[key]], orders[b])

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,7 +28,6 @@ func answers(url string) error {
 	}
 	return nil
 }
-
 
 // apiserverStandIn is kube-apiserver as kubeadm v1.30 writes it, as far
 // as staticlet can tell: host network, --etcd-servers naming etcd's client
@@ -98,8 +100,10 @@ spec:
 // command lines and probes), removed together 5s after its start, before
 // any pod is Ready, stops kube-apiserver while etcd still answers; and so
 // again after staticlet was killed and started again, which must read the
-// order from the specs, not from history. No container is started once
-// the manifests are gone.
+// order from the specs, not from history; and again when the manifests
+// are removed while staticlet is killed, which must read it from the
+// containers' labels. No container is started once the manifests are
+// gone.
 func TestControlPlaneStopOrder(t *testing.T) {
 	e := harness.NewEnv(t)
 	harness.ImportEtcd(t, e.Ctrd, harness.TestNS)
@@ -108,7 +112,12 @@ func TestControlPlaneStopOrder(t *testing.T) {
 	full := func(name string) string { return name + "-" + harness.TestNode }
 	names := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
-	round := func(round string, restart bool) {
+	// how: 0 removes the pods as they run, 1 after a kill -9 and restart
+	// of staticlet, 2 while staticlet is killed, before its restart.
+	round := func(round string, how int) {
+		if err := os.Remove(filepath.Join(out, "kube-apiserver.term")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
 		n := harness.NewEtcdNode(t, filepath.Join(e.Dir, "etcd-"+round))
 		e.Write("etcd.yaml", harness.EtcdManifest(t, n.Pod()))
 		e.Write("kube-apiserver.yaml", apiserverStandIn(n.ClientURL(), n.HealthURL(), out, harness.FreePort(t)))
@@ -121,7 +130,7 @@ func TestControlPlaneStopOrder(t *testing.T) {
 			})
 			e.WaitTrapped(p)
 		}
-		if restart {
+		if how == 1 {
 			d.Kill()
 			d = e.Start()
 			for _, name := range names {
@@ -142,11 +151,22 @@ func TestControlPlaneStopOrder(t *testing.T) {
 			started0[name] = len(eventsOfKey(d, "kube-system/"+full(name), "Started"))
 		}
 		t.Logf("%s: removing the control plane %.1fs after its manifests were written", round, time.Since(started).Seconds())
+		if how == 2 {
+			d.Kill()
+		}
 		removed := time.Now()
 		for _, name := range names {
 			e.Remove(name + ".yaml")
 		}
+		if how == 2 {
+			d = e.Start()
+			clear(started0) // events are the new staticlet's
+		}
 		waitAllGone(d, names...)
+		harness.WaitFor(t, time.Minute, "every container gone", func() (bool, string) {
+			cs, err := e.Client.Containers(harness.NSCtx(t.Context()))
+			return err == nil && len(cs) == 0, fmt.Sprint(len(cs), " containers left, ", err)
+		})
 		t.Logf("%s: every pod gone %.2fs after the manifests were removed", round, time.Since(removed).Seconds())
 		if got := readOut(t, out, "kube-apiserver.term"); got != "up" {
 			t.Errorf("%s: kube-apiserver found etcd %s at SIGTERM, want up: it stops before etcd", round, got)
@@ -157,6 +177,7 @@ func TestControlPlaneStopOrder(t *testing.T) {
 			}
 		}
 	}
-	round("cold", false)
-	round("restarted", true)
+	round("cold", 0)
+	round("restarted", 1)
+	round("removed while staticlet was down", 2)
 }
