@@ -29,8 +29,9 @@ const LabelEvicted = labelPrefix + "exit.evicted"
 // for its snapshot, a walk of its upper directory) and its log files of
 // this run, and the pod's emptyDir volumes on disk (a walk of each, not
 // crossing into a tmpfs). Sizes are of the blocks used, as du counts them.
-// A part that cannot be measured counts as 0.
-func (r *Runtime) StorageUsage(ctx context.Context) ([]pod.StorageUsage, error) {
+// A part that cannot be measured counts as 0. Only the pods whose UIDs
+// are in uids are measured: a walk costs what the pod wrote.
+func (r *Runtime) StorageUsage(ctx context.Context, uids map[string]bool) ([]pod.StorageUsage, error) {
 	cs, err := r.runningContainers(ctx)
 	if err != nil {
 		return nil, err
@@ -39,6 +40,9 @@ func (r *Runtime) StorageUsage(ctx context.Context) ([]pod.StorageUsage, error) 
 	var order []string
 	for _, c := range cs {
 		uid := c.Labels[LabelPodUID]
+		if !uids[uid] {
+			continue
+		}
 		u := byUID[uid]
 		if u == nil {
 			u = &pod.StorageUsage{UID: uid, Pod: pod.Key{Namespace: c.Labels[LabelPodNamespace], Name: c.Labels[LabelPodName]}}

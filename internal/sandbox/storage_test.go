@@ -44,13 +44,14 @@ spec:
 	})
 
 	const mi = 1 << 20
+	uids := map[string]bool{string(p.UID): true}
 	var got pod.StorageUsage
 	memFile := filepath.Join(h.rt.PodDir(string(p.UID)), emptyDirVolumes, "mem", "f")
 	waitFor(t, 30*time.Second, "the writes measured", func() (bool, string) {
 		if _, err := os.Stat(memFile); err != nil {
 			return false, err.Error() // the last write
 		}
-		all, err := h.rt.StorageUsage(h.ctx())
+		all, err := h.rt.StorageUsage(h.ctx(), uids)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -87,7 +88,7 @@ spec:
 		}
 		return false, "no record"
 	})
-	all, err := h.rt.StorageUsage(h.ctx())
+	all, err := h.rt.StorageUsage(h.ctx(), uids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +96,10 @@ spec:
 		if u.UID == string(p.UID) {
 			t.Errorf("the evicted container is still measured: %+v", u)
 		}
+	}
+	// A pod not asked for is not measured.
+	if all, err := h.rt.StorageUsage(h.ctx(), nil); err != nil || len(all) != 0 {
+		t.Errorf("StorageUsage(none) = %+v, %v; want nothing", all, err)
 	}
 	// Evicting a container that is gone is no error.
 	if err := h.rt.Evict(h.ctx(), "no-such-container", msg); err != nil {

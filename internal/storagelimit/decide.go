@@ -62,6 +62,26 @@ func Decide(pods []v1.Pod, usage []pod.StorageUsage) []Eviction {
 	return out
 }
 
+// Limited returns the UIDs of the pods that have a limit to enforce: a
+// container's ephemeral-storage limit, or a disk emptyDir's sizeLimit.
+// Only those are measured.
+func Limited(pods []v1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for i := range pods {
+		spec := &pods[i].Spec
+		_, limited := podLimit(spec)
+		for _, v := range spec.Volumes {
+			if ed := v.EmptyDir; ed != nil && ed.Medium != v1.StorageMediumMemory && ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
+				limited = true
+			}
+		}
+		if limited {
+			out[string(pods[i].UID)] = true
+		}
+	}
+	return out
+}
+
 // decidePod is Decide for one pod.
 func decidePod(spec *v1.PodSpec, u pod.StorageUsage) []Eviction {
 	if e, ok := emptyDirOver(spec, u); ok {

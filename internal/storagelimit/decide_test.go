@@ -168,3 +168,23 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestLimited(t *testing.T) {
+	tests := []struct {
+		name string
+		spec v1.PodSpec
+		want bool
+	}{
+		{"no limit", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "", "")}}, false},
+		{"a container's limit", v1.PodSpec{Containers: []v1.Container{limited("a", ""), limited("b", "1Mi")}}, true},
+		{"an init container's limit", v1.PodSpec{InitContainers: []v1.Container{limited("i", "1Mi")}, Containers: []v1.Container{limited("a", "")}}, true},
+		{"a disk emptyDir's sizeLimit", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "1Mi", "")}}, true},
+		{"a Memory emptyDir's sizeLimit", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "1Mi", v1.StorageMediumMemory)}}, false},
+		{"sizeLimit 0", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "0", "")}}, false},
+	}
+	for _, tt := range tests {
+		if got := Limited([]v1.Pod{testPod(tt.spec)})["uid-1"]; got != tt.want {
+			t.Errorf("%s: Limited = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

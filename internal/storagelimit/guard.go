@@ -14,8 +14,9 @@ import (
 // Meter measures the pods' local ephemeral storage and kills containers:
 // the runtime.
 type Meter interface {
-	// StorageUsage measures every pod that has a running container.
-	StorageUsage(ctx context.Context) ([]pod.StorageUsage, error)
+	// StorageUsage measures the pods with the UIDs given that have a
+	// running container.
+	StorageUsage(ctx context.Context, uids map[string]bool) ([]pod.StorageUsage, error)
 	// Evict kills the container with id at once, its exit to be reported
 	// with reason Evicted and message.
 	Evict(ctx context.Context, id, message string) error
@@ -88,7 +89,13 @@ func (g *Guard) Run(ctx context.Context) error {
 // Check measures the pods once and acts on every limit one is over. It is
 // Run's step; it must not run at once with another Check.
 func (g *Guard) Check(ctx context.Context) {
-	usage, err := g.cfg.Meter.StorageUsage(ctx)
+	pods := g.cfg.Pods.Pods()
+	uids := Limited(pods)
+	if len(uids) == 0 {
+		clear(g.told)
+		return // nothing to measure: no call at all
+	}
+	usage, err := g.cfg.Meter.StorageUsage(ctx, uids)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.cfg.Logger.Warn("measuring the pods' ephemeral storage", "err", err)
@@ -107,7 +114,7 @@ func (g *Guard) Check(ctx context.Context) {
 			delete(g.told, id)
 		}
 	}
-	for _, e := range Decide(g.cfg.Pods.Pods(), usage) {
+	for _, e := range Decide(pods, usage) {
 		g.act(ctx, e)
 	}
 }

@@ -17,9 +17,19 @@ type fakeMeter struct {
 	usage    []pod.StorageUsage
 	evictErr error
 	evicted  []string // "id: message"
+	asked    int      // calls of StorageUsage
 }
 
-func (m *fakeMeter) StorageUsage(context.Context) ([]pod.StorageUsage, error) { return m.usage, nil }
+func (m *fakeMeter) StorageUsage(_ context.Context, uids map[string]bool) ([]pod.StorageUsage, error) {
+	m.asked++
+	var out []pod.StorageUsage
+	for _, u := range m.usage {
+		if uids[u.UID] {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
 
 func (m *fakeMeter) Evict(_ context.Context, id, message string) error {
 	if m.evictErr != nil {
@@ -89,5 +99,13 @@ func TestGuardActsOnce(t *testing.T) {
 	}
 	if got := reasons(evs); len(got) != 3 || got[2] != "a Warning EvictionSkipped" {
 		t.Errorf("events %v, want one EvictionSkipped for the critical pod", got)
+	}
+
+	// No pod with a limit: nothing is measured.
+	pods[0].Spec.Containers[0].Resources.Limits = nil
+	asked := m.asked
+	g.Check(ctx)
+	if m.asked != asked {
+		t.Errorf("measured with no limit to enforce")
 	}
 }
