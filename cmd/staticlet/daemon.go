@@ -31,6 +31,7 @@ import (
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/status"
+	"github.com/staticlet/staticlet/internal/storagelimit"
 	"github.com/staticlet/staticlet/internal/watch"
 )
 
@@ -126,6 +127,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
 	shutdownConfig.Logger = logger
 	shutdown := nodeshutdown.New(shutdownConfig)
+	// Ephemeral storage limits: containers over one are killed, and the
+	// reconciler restarts them as after any exit.
+	guard := storagelimit.New(storagelimit.Config{Meter: rt, Pods: store, Events: rep, Logger: logger})
 
 	// The pipeline, in the order data flows: sources, merger, admission
 	// (under --max-pods), reconciler; then what feeds the reconciler
@@ -147,6 +151,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
 	g.Go(func() error { return files.Run(ctx) })
+	g.Go(func() error { return guard.Run(ctx) })
 	importUpdates := make(chan images.Update)
 	g.Go(func() error { return imports.Run(ctx, importUpdates) })
 	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })

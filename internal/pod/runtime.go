@@ -56,6 +56,10 @@ type Record struct {
 	// container during its life: the reason of its exit is OOMKilled, as
 	// with the kubelet, whatever the exit code.
 	OOMKilled bool
+	// Evicted is the message of a container killed for using more local
+	// ephemeral storage than a limit allows (the kubelet's): the reason
+	// of its exit is Evicted. Empty for any other exit.
+	Evicted string
 	// Lost says the container's task went with no exit recorded, after
 	// it may have started: containerd lost it (killed as it loaded the
 	// task). It counts as exited, code 137, as the kubelet counts a

@@ -78,6 +78,7 @@ var rules = map[string]rule{
 	"internal/watch":           {product, []string{"internal/pod"}},
 	"internal/health":          {product, []string{"internal/pod"}},
 	"internal/filewatch":       {product, []string{"internal/pod"}},
+	"internal/storagelimit":    {product, []string{"internal/pod"}},
 	"internal/status":          {product, []string{"internal/pod"}},
 	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
 	"internal/sandbox":         {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/..."}},
