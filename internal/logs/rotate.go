@@ -1,6 +1,7 @@
 package logs
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -33,7 +34,8 @@ type rotator struct {
 	size    int64    // bytes in the live file
 	buf     *[]byte  // records not yet written; from recordBuffers, nil between flushes
 	retry   time.Time
-	dropped int64
+	dropped int64 // bytes of records dropped, ever
+	gap     Gap   // the records dropped since the last write that succeeded
 }
 
 // recordBuffers hold the records of a chunk between their encoding and
@@ -58,6 +60,7 @@ func (r *rotator) open(now time.Time) error {
 		f.Close()
 	}
 	r.retry = now.Add(reopenDelay)
+	r.gap.Err = err
 	return err
 }
 
@@ -104,18 +107,52 @@ func (r *rotator) write(now time.Time, b []byte) {
 		_ = r.open(now) // the records are counted as dropped below
 	}
 	if r.f == nil {
-		r.dropped += int64(len(b))
+		r.drop(now, b, r.gap.Err)
 		return
 	}
 	n, err := r.f.Write(b)
-	r.size += int64(n)
 	if err != nil {
-		r.dropped += int64(len(b) - n)
+		// A short write (a full disk) leaves part of a record: cut it
+		// off, so that the file holds whole records and the next one
+		// starts on a line of its own. If even that fails, the next
+		// open appends after it; a reader skips the broken line.
+		if n > 0 {
+			_ = r.f.Truncate(r.size)
+		}
+		r.drop(now, b, err)
 		// Start afresh with a new descriptor later: the file may have
 		// been removed or its filesystem remounted.
 		r.f.Close()
 		r.f = nil
 		r.retry = now.Add(reopenDelay)
+		return
+	}
+	r.size += int64(n)
+	if r.gap.Lines > 0 || r.gap.Bytes > 0 {
+		gap := r.gap
+		gap.Until = now
+		r.gap = Gap{}
+		if r.cfg.Dropped != nil {
+			r.cfg.Dropped(gap)
+		}
+	}
+}
+
+// drop counts records b as dropped for err, and tells of the first drop
+// of a gap.
+func (r *rotator) drop(now time.Time, b []byte, err error) {
+	r.dropped += int64(len(b))
+	first := r.gap.Lines == 0 && r.gap.Bytes == 0
+	r.gap.Lines += int64(bytes.Count(b, []byte{'\n'}))
+	r.gap.Bytes += int64(len(b))
+	if err != nil {
+		r.gap.Err = err
+	}
+	if first {
+		r.gap.Since = now
+		if r.cfg.Dropped != nil {
+			r.cfg.Dropped(r.gap)
+		}
 	}
 }
 
