@@ -23,9 +23,10 @@ type WriterConfig struct {
 	// Now is the clock for record times and rotated names; time.Now if nil.
 	Now func() time.Time
 	// Dropped, if set, hears of each gap in the file: once when output
-	// is first dropped (Until zero), and once when a write succeeds
-	// again (with the gap's totals). It is called with the Writer's lock
-	// held: it must not call the Writer.
+	// is first dropped (Until zero), and once writes have gone on
+	// succeeding for 10 s since it resumed (or the Writer is closed),
+	// with the gap's totals. It is called with the Writer's lock held: it
+	// must not call the Writer.
 	Dropped func(Gap)
 }
 

@@ -392,15 +392,21 @@ func TestWriterGapOnFullDisk(t *testing.T) {
 	}
 	clk.add(2 * time.Second)
 	w.Feed(Stdout, []byte("kept\n"))
-	if len(gaps) != 2 || gaps[1].Lines != 3 || gaps[1].Until.IsZero() || gaps[1].Since != gaps[0].Since {
-		t.Fatalf("gaps after resuming = %+v, want a second report of 3 lines with its end", gaps)
+	resumed := t0.Add(2 * time.Second)
+	if len(gaps) != 1 {
+		t.Fatalf("gaps once a write succeeds = %+v, want none ended before writes go on for %v", gaps, gapSettle)
 	}
+	clk.add(gapSettle)
 	w.Feed(Stdout, []byte("kept-2\n"))
+	if len(gaps) != 2 || gaps[1].Lines != 3 || gaps[1].Until.Before(resumed) || gaps[1].Until.After(resumed.Add(time.Second)) || gaps[1].Since != gaps[0].Since {
+		t.Fatalf("gaps after writes went on = %+v, want a second report of 3 lines ending when writes resumed (%v)", gaps, resumed)
+	}
+	w.Feed(Stdout, []byte("kept-3\n"))
 	w.Close()
 	if len(gaps) != 2 {
 		t.Errorf("gaps = %+v, want no report once writing goes on", gaps)
 	}
-	want := []rec{{Stdout, false, "kept"}, {Stdout, false, "kept-2"}}
+	want := []rec{{Stdout, false, "kept"}, {Stdout, false, "kept-2"}, {Stdout, false, "kept-3"}}
 	if got := readRecords(t, path); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("records = %v, want %v", got, want)
 	}
