@@ -309,3 +309,49 @@ func TestRootDirFull(t *testing.T) {
 		return ok && !strings.Contains(line, "DiskPressure"), line
 	})
 }
+
+// burstPod writes about 3 MB of output, then sleeps.
+const burstPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: burst
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: ["sh", "-c", "trap 'exit 0' TERM; i=0; while [ $i -lt 25000 ]; do i=$((i+1)); echo \"burst $i ....................................................................................................\"; done; echo burst done; while true; do sleep 1; done"]
+`
+
+// TestPodLogsMaxTotal: with --pod-logs-max-total, the rotated files of a
+// pod that wrote more than the cap are removed, oldest first, until the
+// logs fit it; the live file stays.
+func TestPodLogsMaxTotal(t *testing.T) {
+	e := harness.NewEnv(t)
+	const maxTotal = 512 << 10
+	d := e.Start("--container-log-max-size", "256Ki", "--container-log-max-files", "5", "--pod-logs-max-total", "512Ki")
+	e.Write("burst.yaml", burstPod)
+	d.WaitPod("burst-"+harness.TestNode, 30*time.Second, "burst running", harness.Running)
+	live := waitLogLine(t, e.Logs, "burst", "burst done")
+	harness.WaitFor(t, 30*time.Second, "the logs within --pod-logs-max-total", func() (bool, string) {
+		files, err := logs.ScanLogFiles(e.Logs)
+		if err != nil {
+			return false, err.Error()
+		}
+		var total int64
+		var rotated int
+		for _, f := range files {
+			total += f.Size
+			if f.Kind == logs.Rotated {
+				rotated++
+			}
+		}
+		return total <= maxTotal && rotated > 0, fmt.Sprintf("%d bytes in %d files, %d rotated", total, len(files), rotated)
+	})
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live log: %v", err)
+	}
+	if out := d.Out.String(); !strings.Contains(out, "removed the oldest container log files over --pod-logs-max-total") {
+		t.Errorf("staticlet's log does not tell of the removal:\n%s", out)
+	}
+}
