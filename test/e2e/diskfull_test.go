@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
@@ -241,9 +243,25 @@ func lastTick(t *testing.T, path string) int {
 	return n
 }
 
+// gatedPod is ready once /tmp/ready exists in its container.
+const gatedPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: gated
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+    readinessProbe:
+      exec: {command: ["test", "-f", "/tmp/ready"]}
+      periodSeconds: 1
+`
+
 // TestRootDirFull fills the filesystem of --root-dir: staticlet keeps
-// serving get pods and shows DiskPressure in get node, sd_notify's STATUS
-// and the metrics; once space returns, a staticlet killed with SIGKILL
+// serving get pods, keeps probing (a readiness probe sees its gate open)
+// and shows DiskPressure in get node, sd_notify's STATUS and the metrics; once space returns, a staticlet killed with SIGKILL
 // and started again adopts every pod without restarting any.
 func TestRootDirFull(t *testing.T) {
 	e := harness.NewEnv(t)
@@ -254,16 +272,28 @@ func TestRootDirFull(t *testing.T) {
 		e.Write(n+".yaml", harness.SleeperPod(n, "x", i == 0))
 	}
 	before := podStates(t, e, d, names, "running")
+	e.Write("gated.yaml", gatedPod)
+	gated := "gated-" + harness.TestNode
+	d.WaitPod(gated, 30*time.Second, "gated running, not ready", func(p *v1.Pod) bool {
+		return harness.Running(p) && !p.Status.ContainerStatuses[0].Ready
+	})
 
 	filler := filepath.Join(e.Root, "filler")
 	fill(t, filler)
 	waitNode(t, d, true)
+	// Probes go on: the gate opens, and the readiness probe sees it.
+	if out, err := execCommand(d, gated, "--", "touch", "/tmp/ready").CombinedOutput(); err != nil {
+		t.Fatalf("exec with --root-dir full: %v: %s", err, out)
+	}
+	d.WaitPod(gated, 30*time.Second, "gated ready with --root-dir full", func(p *v1.Pod) bool {
+		return p.Status.ContainerStatuses[0].Ready
+	})
 	out, err := d.CLI("get", "pods")
 	if err != nil {
 		t.Fatalf("get pods with --root-dir full: %v: %s", err, out)
 	}
 	for _, n := range names {
-		if !strings.Contains(out, n+"-"+harness.TestNode) || strings.Count(out, "Running") != len(names) {
+		if !strings.Contains(out, n+"-"+harness.TestNode) || strings.Count(out, "Running") != len(names)+1 {
 			t.Errorf("get pods with --root-dir full = %q, want %s and every pod running", out, n)
 		}
 	}
