@@ -261,7 +261,9 @@ spec:
 
 // TestRootDirFull fills the filesystem of --root-dir: staticlet keeps
 // serving get pods, keeps probing (a readiness probe sees its gate open)
-// and shows DiskPressure in get node, sd_notify's STATUS and the metrics; once space returns, a staticlet killed with SIGKILL
+// and shows DiskPressure in get node, sd_notify's STATUS and the metrics;
+// killed with SIGKILL while the disk is full, it starts and adopts the
+// pods as they are; once space returns, a staticlet killed with SIGKILL
 // and started again adopts every pod without restarting any.
 func TestRootDirFull(t *testing.T) {
 	e := harness.NewEnv(t)
@@ -319,6 +321,15 @@ func TestRootDirFull(t *testing.T) {
 	if !d.Running() {
 		t.Fatal("staticlet exited with --root-dir full")
 	}
+
+	// Killed while the disk is full, staticlet starts again and adopts
+	// the pods as they are.
+	d.Kill()
+	d = e.Start()
+	if full := podStates(t, e, d, names, "adopted on a full disk"); fmt.Sprint(full) != fmt.Sprint(before) {
+		t.Errorf("pods adopted on a full disk = %+v, want %+v (unchanged)", full, before)
+	}
+	waitNode(t, d, true)
 
 	// Space returns; staticlet is killed and started again.
 	if err := os.Remove(filler); err != nil {
