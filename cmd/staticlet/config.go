@@ -46,6 +46,7 @@ func (cfg *runConfig) fileFlags() kubeletconfig.Flags {
 		PodLogsDir:                      &cfg.logs.dir,
 		ContainerLogMaxSize:             &cfg.logs.maxSize,
 		ContainerLogMaxFiles:            &cfg.logs.maxFiles,
+		PodLogsMaxTotal:                 &cfg.logs.maxTotal,
 		HealthzAddress:                  &cfg.status.healthzAddress,
 		ShutdownGracePeriod:             &cfg.shutdown.GracePeriod,
 		ShutdownGracePeriodCriticalPods: &cfg.shutdown.CriticalGracePeriod,

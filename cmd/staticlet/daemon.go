@@ -61,11 +61,16 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	logBudget, err := parseLogBudget(cfg.logs.maxTotal)
+	if err != nil {
+		return err
+	}
 	logInstall, err := installLogDaemon(cfg.rootDir)
 	if err != nil {
 		return err
 	}
 	store := status.NewStore()
+	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
 	meters := newMetrics(store)
 	// imports is set before anything can call AwaitImports: the runtime
 	// resolves no image before the errgroup below starts.
@@ -148,6 +153,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Logger: logger})
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
+	g.Go(func() error { return runLogBudget(ctx, cfg.logs.dir, logBudget, logger) })
+	g.Go(func() error { return newDiskMonitor(cfg, store, logger).Run(ctx) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
 	g.Go(func() error { return files.Run(ctx) })

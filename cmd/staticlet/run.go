@@ -75,6 +75,7 @@ type containerLogConfig struct {
 	dir      string
 	maxSize  string // a quantity
 	maxFiles int
+	maxTotal string // a quantity; 0: no node-wide budget
 }
 
 // podNetworkConfig is the pod network as given, before networkConfig
@@ -133,6 +134,8 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.logs.dir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
 	f.StringVar(&cfg.logs.maxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
 	f.IntVar(&cfg.logs.maxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2)")
+	f.StringVar(&cfg.logs.maxTotal, "pod-logs-max-total", "0", "node-wide cap on the bytes of every container's log files under --pod-logs-dir: over it, the oldest rotated files "+
+		"(then earlier instances' logs) of any container are removed; live files never (a quantity: 2Gi; 0: no cap)")
 	f.StringVar(&cfg.nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
 	f.StringVar(&cfg.runtime.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
 	f.StringSliceVar(&cfg.runtime.unsafeSysctls, "allowed-unsafe-sysctls", nil, "sysctls outside the safe set that pods may set (patterns like 'kernel.msg*' allowed)")

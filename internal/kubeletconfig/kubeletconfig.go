@@ -73,6 +73,10 @@ type kubeletConfig struct {
 	PodPidsLimit             *int64              `json:"podPidsLimit"`
 	// The critical pods' part of ShutdownGracePeriod.
 	ShutdownGracePeriodCriticalPods duration `json:"shutdownGracePeriodCriticalPods"`
+	// PodLogsMaxTotal is staticlet's own, not the kubelet's (which has
+	// no node-wide log budget and warns of it as unknown): the cap on
+	// all container logs, --pod-logs-max-total.
+	PodLogsMaxTotal string `json:"podLogsMaxTotal"`
 }
 
 // honouredFields are kubeletConfig's JSON names, apiVersion and kind aside.
@@ -81,7 +85,7 @@ var honouredFields = []string{
 	"httpCheckFrequency", "containerRuntimeEndpoint", "podLogsDir", "containerLogMaxSize",
 	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver", "cgroupsPerQOS",
 	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "maxPods", "podCIDR", "resolvConf",
-	"allowedUnsafeSysctls", "podPidsLimit",
+	"allowedUnsafeSysctls", "podPidsLimit", "podLogsMaxTotal",
 }
 
 // kubeletOnlyFields are the other fields of KubeletConfiguration v1beta1:
@@ -257,6 +261,7 @@ type Flags struct {
 	PodLogsDir                      *string
 	ContainerLogMaxSize             *string
 	ContainerLogMaxFiles            *int
+	PodLogsMaxTotal                 *string
 	HealthzAddress                  *string
 	ShutdownGracePeriod             *time.Duration
 	ShutdownGracePeriodCriticalPods *time.Duration
@@ -302,6 +307,7 @@ func (cf *File) Apply(changed func(flag string) bool, to Flags) {
 	set("pod-logs-dir", kc.PodLogsDir != "", func() { *to.PodLogsDir = rel(kc.PodLogsDir) })
 	set("container-log-max-size", kc.ContainerLogMaxSize != "", func() { *to.ContainerLogMaxSize = kc.ContainerLogMaxSize })
 	set("container-log-max-files", kc.ContainerLogMaxFiles != nil, func() { *to.ContainerLogMaxFiles = int(*kc.ContainerLogMaxFiles) })
+	set("pod-logs-max-total", kc.PodLogsMaxTotal != "", func() { *to.PodLogsMaxTotal = kc.PodLogsMaxTotal })
 	set("healthz-address", kc.HealthzBindAddress != "" || kc.HealthzPort != nil, func() {
 		*to.HealthzAddress = healthzAddress(kc.HealthzBindAddress, kc.HealthzPort)
 	})

@@ -34,6 +34,7 @@ type values struct {
 	PodLogsDir                      string
 	ContainerLogMaxSize             string
 	ContainerLogMaxFiles            int
+	PodLogsMaxTotal                 string
 	HealthzAddress                  string
 	ShutdownGracePeriod             time.Duration
 	ShutdownGracePeriodCriticalPods time.Duration
@@ -58,6 +59,7 @@ func (v *values) flags() Flags {
 		PodLogsDir:                      &v.PodLogsDir,
 		ContainerLogMaxSize:             &v.ContainerLogMaxSize,
 		ContainerLogMaxFiles:            &v.ContainerLogMaxFiles,
+		PodLogsMaxTotal:                 &v.PodLogsMaxTotal,
 		HealthzAddress:                  &v.HealthzAddress,
 		ShutdownGracePeriod:             &v.ShutdownGracePeriod,
 		ShutdownGracePeriodCriticalPods: &v.ShutdownGracePeriodCriticalPods,
@@ -129,8 +131,8 @@ var kubeletConfigFieldCases = []struct {
 	{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
 		values{ManifestURL: "https://example.test/pods", ManifestURLHeader: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
 			HTTPCheckFrequency: time.Minute}},
-	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
-		values{FileCheckFrequency: 5 * time.Second, ContainerLogMaxSize: "5Mi", ContainerLogMaxFiles: 3}},
+	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\npodLogsMaxTotal: 1Gi\n",
+		values{FileCheckFrequency: 5 * time.Second, ContainerLogMaxSize: "5Mi", ContainerLogMaxFiles: 3, PodLogsMaxTotal: "1Gi"}},
 	{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", values{}},
 	{"healthz port only", "healthzPort: 10300\n", values{HealthzAddress: "127.0.0.1:10300"}},
 	{"healthz address only", "healthzBindAddress: ::1\n", values{HealthzAddress: "[::1]:10248"}},

@@ -113,6 +113,10 @@ func Keep(ctx context.Context, in Install, interval time.Duration, logger Logger
 		switch {
 		case err != nil:
 			logger.Warn("looking for the log daemon", "err", err)
+		case running && pid <= 0:
+			// The lock holds no PID: the daemon could not write it (a
+			// full disk). Kill(0) would signal this process's group:
+			// leave that daemon be.
 		case running && !replaced && !sameFile(fmt.Sprintf("/proc/%d/exe", pid), in.Daemon):
 			replaced = true
 			logger.Info("replacing the log daemon of another staticlet binary", "pid", pid)

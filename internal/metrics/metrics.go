@@ -35,6 +35,9 @@ type Config struct {
 	// source are rejected, by source name; it is called at each scrape.
 	// Nil: no manifest gauge.
 	ManifestErrors func() map[string]int
+	// NodeConditions returns the node's conditions (Ready, DiskPressure);
+	// it is called at each scrape. Nil: no node gauge.
+	NodeConditions func() []v1.NodeCondition
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -135,7 +138,7 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo, m.probes, m.probeDuration, m.podStart, m.urlPolls, m.imports, m.pulls, m.pullDuration,
-		stateCollector{pods: cfg.Pods, manifestErrors: cfg.ManifestErrors},
+		stateCollector{pods: cfg.Pods, manifestErrors: cfg.ManifestErrors, nodeConditions: cfg.NodeConditions},
 	)
 	m.reg.MustRegister(m.http.collectors()...)
 	return m

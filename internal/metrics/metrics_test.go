@@ -81,7 +81,10 @@ func TestMetrics(t *testing.T) {
 		Version:        "v1.2.3",
 		Pods:           testPods,
 		ManifestErrors: func() map[string]int { return map[string]int{"dir:/m": 2, "url:http://x": 0} },
-		Now:            func() time.Time { return now },
+		NodeConditions: func() []v1.NodeCondition {
+			return []v1.NodeCondition{{Type: v1.NodeDiskPressure, Status: v1.ConditionTrue}, {Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		},
+		Now: func() time.Time { return now },
 	})
 	key := pod.Key{Namespace: "kube-system", Name: "etcd-node"}
 	probe := func(uid string, typ pod.ProbeType, ok bool) {
@@ -127,6 +130,9 @@ func TestMetrics(t *testing.T) {
 		{"staticlet_image_pulls_total", []string{"result=failure"}, 1},
 		{"staticlet_image_pull_duration_seconds", nil, 2},
 		{"kubelet_pod_start_duration_seconds", nil, 2},
+		{"staticlet_node_status_condition", []string{"condition=DiskPressure", "status=true"}, 1},
+		{"staticlet_node_status_condition", []string{"condition=DiskPressure", "status=false"}, 0},
+		{"staticlet_node_status_condition", []string{"condition=Ready", "status=true"}, 1},
 		{"kubelet_running_pods", nil, 1},
 		{"kubelet_running_containers", []string{"container_state=running"}, 1},
 		{"kubelet_running_containers", []string{"container_state=exited"}, 4},
