@@ -116,7 +116,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Health:     daemonHealth(rec, rt),
 		Logs:       logOpener(store, cfg.logs.dir),
 		Exec:       execInContainer(rt),
-		Images:     imageLister(rt.Images(), imageGC),
+		Images:     imageLister(imageGC),
 		Stats:      statsReader(rt),
 		Restart:    restarter(rec),
 		Metrics:    meters.Handler(),

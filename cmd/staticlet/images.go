@@ -35,21 +35,16 @@ func (i imageImporter) HasImage(ctx context.Context, name string) (bool, error) 
 
 // imageLister lists the store's images for the status socket, with when
 // each was last used and why garbage collection keeps it.
-func imageLister(store *images.Store, gc *images.GC) status.ImageLister {
+func imageLister(gc *images.GC) status.ImageLister {
 	return func(ctx context.Context) ([]status.Image, error) {
-		infos, err := store.ListImages(ctx)
+		imgs, err := gc.Images(ctx)
 		if err != nil {
 			return nil, err
 		}
-		uses, err := gc.Describe(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]status.Image, len(infos))
-		for i, info := range infos {
-			use := uses[info.Name]
-			out[i] = status.Image{Name: info.Name, ID: info.Digest, Size: info.Size, Source: info.Source, Created: info.Created,
-				LastUsed: use.LastUsed, Kept: use.Kept}
+		out := make([]status.Image, len(imgs))
+		for i, img := range imgs {
+			out[i] = status.Image{Name: img.Name, ID: img.Digest, Size: img.Size, Source: img.Source, Created: img.Created,
+				LastUsed: img.LastUsed, Kept: img.Kept}
 		}
 		return out, nil
 	}

@@ -24,7 +24,7 @@
 // remove is decided by a pure function (planGC).
 //
 // Dir's and GC's Run own their goroutines; AwaitIdle, GC's setters and
-// Describe may be called from any goroutine. A Store is safe for
+// Images may be called from any goroutine. A Store is safe for
 // concurrent use and starts no goroutine.
 package images
 

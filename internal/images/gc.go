@@ -65,11 +65,12 @@ type GCConfig struct {
 // it through the CRI.
 //
 // Nothing is collected before SetDesired and SetImportFiles have each been
-// called once. Run owns its goroutine; the setters and Describe may be
+// called once. Run owns its goroutine; the setters and Images may be
 // called from any goroutine.
 type GC struct {
-	cfg GCConfig
-	log *slog.Logger
+	cfg   GCConfig
+	log   *slog.Logger
+	store gcStore // cfg.Store
 
 	// mu guards the fields below: the names current manifests and import
 	// files hold (normalized), nil until first set.
@@ -91,7 +92,16 @@ func NewGC(cfg GCConfig) *GC {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &GC{cfg: cfg, log: log, changed: make(chan struct{}, 1)}
+	return &GC{cfg: cfg, log: log, store: cfg.Store, changed: make(chan struct{}, 1)}
+}
+
+// gcStore is what a GC needs of its Store.
+type gcStore interface {
+	ListImages(ctx context.Context) ([]Info, error)
+	containerImages(ctx context.Context) (map[string]bool, error)
+	markUsed(ctx context.Context, name string, at time.Time) error
+	removeImage(ctx context.Context, name, digest string, sync bool) error
+	imageFSUsage(ctx context.Context) (fsUsage, error)
 }
 
 // SetDesired records the images the pods of the desired set name (every
@@ -170,37 +180,39 @@ func (g *GC) Run(ctx context.Context) error {
 	}
 }
 
-// ImageUse is what image collection knows of one image record.
-type ImageUse struct {
-	// LastUsed is when a container last used it, as last recorded; zero
-	// when none has since staticlet began recording.
-	LastUsed time.Time
+// KeptImage is an image of staticlet's namespace with the reasons
+// collection keeps it.
+type KeptImage struct {
+	Info
 	// Kept are the reasons it is kept whatever its age and the disk's
-	// usage (KeptInUse, KeptManifest, KeptImportFile); none when it may go.
+	// usage (KeptInUse, KeptManifest, KeptImportFile, sorted); none when
+	// it may go. An image is kept when any of its names is (they are
+	// removed together).
 	Kept []string
 }
 
-// Describe returns what collection knows of each image record, by name.
-func (g *GC) Describe(ctx context.Context) (map[string]ImageUse, error) {
-	recs, err := g.cfg.Store.ListImages(ctx)
+// Images lists the images of staticlet's namespace, sorted by name, with
+// why each is kept. Info.LastUsed is as last recorded: zero for an image
+// no container has used since collection began recording.
+func (g *GC) Images(ctx context.Context) ([]KeptImage, error) {
+	recs, err := g.store.ListImages(ctx)
 	if err != nil {
 		return nil, err
 	}
-	used, err := g.cfg.Store.containerImages(ctx)
+	used, err := g.store.containerImages(ctx)
 	if err != nil {
 		return nil, err
 	}
 	wanted, imports, _ := g.protected()
-	out := make(map[string]ImageUse, len(recs))
+	kept := map[string][]string{}
 	for _, img := range groupImages(recs, used, wanted, imports) {
 		for _, name := range img.Names {
-			out[name] = ImageUse{Kept: img.Kept}
+			kept[name] = img.Kept
 		}
 	}
-	for _, r := range recs {
-		u := out[r.Name]
-		u.LastUsed = r.LastUsed
-		out[r.Name] = u
+	out := make([]KeptImage, len(recs))
+	for i, r := range recs {
+		out[i] = KeptImage{Info: r, Kept: kept[r.Name]}
 	}
 	return out, nil
 }
@@ -208,20 +220,18 @@ func (g *GC) Describe(ctx context.Context) (map[string]ImageUse, error) {
 // collect runs one collection.
 func (g *GC) collect(ctx context.Context, began time.Time) error {
 	now := time.Now()
-	recs, err := g.cfg.Store.ListImages(ctx)
+	recs, err := g.store.ListImages(ctx)
 	if err != nil {
 		return err
 	}
-	used, err := g.cfg.Store.containerImages(ctx)
+	used, err := g.store.containerImages(ctx)
 	if err != nil {
 		return err
 	}
 	recs = g.markUsed(ctx, recs, used, now)
 	wanted, imports, _ := g.protected()
 	in := gcInput{Policy: g.cfg.Policy, Images: groupImages(recs, used, wanted, imports), Now: now, Began: began}
-	if root, err := g.cfg.Store.imageFS(ctx); err != nil {
-		g.log.Warn("image garbage collection for space is off", "err", err)
-	} else if in.Usage, err = statFS(root); err != nil {
+	if in.Usage, err = g.store.imageFSUsage(ctx); err != nil {
 		g.log.Warn("image garbage collection for space is off", "err", err)
 	}
 	plan := planGC(in)
@@ -254,7 +264,7 @@ func (g *GC) markUsed(ctx context.Context, recs []Info, used map[string]bool, no
 		if used[r.Name] {
 			g.usedLastPass[r.Name] = true
 		}
-		if err := g.cfg.Store.markUsed(ctx, r.Name, now); err != nil {
+		if err := g.store.markUsed(ctx, r.Name, now); err != nil {
 			// Not fatal: the image is in use, or counts from the older
 			// label, which at worst removes it one period early.
 			g.log.Warn("recording when an image was last used", "image", r.Name, "err", err)
@@ -277,7 +287,7 @@ func (g *GC) remove(ctx context.Context, r removal, sync bool) (int64, error) {
 		}
 	}
 	for i, name := range r.Image.Names {
-		if err := g.cfg.Store.removeImage(ctx, name, r.Image.Digest, sync && i == len(r.Image.Names)-1); err != nil {
+		if err := g.store.removeImage(ctx, name, r.Image.Digest, sync && i == len(r.Image.Names)-1); err != nil {
 			return 0, err
 		}
 	}

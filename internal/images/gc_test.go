@@ -116,22 +116,26 @@ func TestGCRemovesOldUnusedImage(t *testing.T) {
 
 	// A new GC reads when each image was last used back from containerd.
 	restarted := NewGC(GCConfig{Policy: policy, Store: store, Events: events})
-	uses, err := restarted.Describe(ctx)
+	imgs, err := restarted.Images(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	uses := map[string]KeptImage{}
+	for _, img := range imgs {
+		uses[img.Name] = img
 	}
 	want := map[string]string{"running": KeptInUse, "named": "", "archived": ""}
 	for what, kept := range want {
 		u := uses[refs[what]]
 		if !slices.Equal(u.Kept, nonEmpty(kept)) {
-			t.Errorf("Describe()[%s].Kept = %v, want %v", what, u.Kept, nonEmpty(kept))
+			t.Errorf("Images()[%s].Kept = %v, want %v", what, u.Kept, nonEmpty(kept))
 		}
 	}
 	if lu := uses[refs["running"]].LastUsed; time.Since(lu) > time.Minute {
-		t.Errorf("Describe()[running].LastUsed = %v, want the collection's time", lu)
+		t.Errorf("Images()[running].LastUsed = %v, want the collection's time", lu)
 	}
 	if lu := uses[refs["named"]].LastUsed; !lu.Equal(hourAgo.Truncate(time.Second)) {
-		t.Errorf("Describe()[named].LastUsed = %v, want %v", lu, hourAgo.Truncate(time.Second))
+		t.Errorf("Images()[named].LastUsed = %v, want %v", lu, hourAgo.Truncate(time.Second))
 	}
 }
 

@@ -77,6 +77,15 @@ func (s *Store) removeImage(ctx context.Context, name, digest string, sync bool)
 	return nil
 }
 
+// imageFSUsage returns the size and free space of the image filesystem.
+func (s *Store) imageFSUsage(ctx context.Context) (fsUsage, error) {
+	root, err := s.imageFS(ctx)
+	if err != nil {
+		return fsUsage{}, err
+	}
+	return statFS(root)
+}
+
 // imageFS finds the directory whose filesystem holds the images: the root
 // of the snapshotter that unpacks them (what the kubelet's image
 // filesystem is, through the CRI), else the root of containerd's content
