@@ -157,7 +157,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringSliceVar(&cfg.images.namespaces, "image-namespaces", []string{"k8s.io"}, "other containerd namespaces whose images are used, without a pull, when staticlet's lacks one "+
 		"(k8s.io: kubeadm's and crictl's pulls); comma-separated, empty for none")
 	f.IntVar(&cfg.images.gc.HighThresholdPercent, "image-gc-high-threshold", images.DefaultGCHighThresholdPercent,
-		"percent of the image filesystem's space used at or above which unused images are removed, least recently used first; 100: only when full")
+		"percent of the image filesystem's space used at or above which unused images are removed, least recently used first; 100 with no --image-maximum-gc-age turns image garbage collection off")
 	f.IntVar(&cfg.images.gc.LowThresholdPercent, "image-gc-low-threshold", images.DefaultGCLowThresholdPercent,
 		"percent of the image filesystem's space used that removing images for space brings it down to (below --image-gc-high-threshold)")
 	f.DurationVar(&cfg.images.gc.MinAge, "image-minimum-gc-age", images.DefaultGCMinimumAge, "how long an image stays on the node before it may be removed for space")

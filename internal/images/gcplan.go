@@ -170,9 +170,11 @@ func planGC(in gcInput) []removal {
 
 // spaceToFree is how many bytes to free for space: none below the high
 // threshold, else what brings the usage to the low one. The usage is
-// computed as the kubelet does, in whole percent rounded up.
+// computed as the kubelet does, in whole percent rounded up. A high
+// threshold of 100 with no maximum age turns collection off, as the
+// kubelet does.
 func spaceToFree(p GCPolicy, u fsUsage) int64 {
-	if u.Capacity <= 0 {
+	if u.Capacity <= 0 || (p.HighThresholdPercent == 100 && p.MaxAge == 0) {
 		return 0
 	}
 	usagePercent := 100 - int(u.Available*100/u.Capacity)

@@ -124,6 +124,17 @@ func TestPlanGC(t *testing.T) {
 			want: []string{"ancient:age"},
 		},
 		{
+			name: "high threshold 100, no max age: off even when full", policy: GCPolicy{HighThresholdPercent: 100, LowThresholdPercent: 80}, began: time.Hour,
+			usage:  fsUsage{Capacity: 100 * gib, Available: 0},
+			images: []gcImage{img("a", 10, time.Hour, time.Hour)},
+		},
+		{
+			name: "high threshold 100 with a max age: for space only when full", policy: GCPolicy{HighThresholdPercent: 100, LowThresholdPercent: 80, MaxAge: 48 * time.Hour}, began: time.Hour,
+			usage:  fsUsage{Capacity: 100 * gib, Available: 0},
+			images: []gcImage{img("a", 10, time.Hour, time.Hour)},
+			want:   []string{"a:space"},
+		},
+		{
 			name: "unknown usage: only age", policy: maxAge, usage: fsUsage{}, began: time.Hour,
 			images: []gcImage{img("old", 10, time.Hour, time.Hour)},
 			want:   []string{"old:age"},
