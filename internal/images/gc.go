@@ -81,6 +81,7 @@ type GC struct {
 
 	// Owned by Run's goroutine.
 	usedLastPass map[string]bool
+	fsWarned     bool // the image filesystem's usage could not be read
 }
 
 // NewGC returns a GC for cfg, with defaults filled in. It starts nothing.
@@ -231,8 +232,14 @@ func (g *GC) collect(ctx context.Context, began time.Time) error {
 	recs = g.markUsed(ctx, recs, used, now)
 	wanted, imports, _ := g.protected()
 	in := gcInput{Policy: g.cfg.Policy, Images: groupImages(recs, used, wanted, imports), Now: now, Began: began}
-	if in.Usage, err = g.store.imageFSUsage(ctx); err != nil {
-		g.log.Warn("image garbage collection for space is off", "err", err)
+	in.Usage, err = g.store.imageFSUsage(ctx)
+	switch {
+	case err != nil && !g.fsWarned:
+		g.log.Warn("image garbage collection for space is off until the image filesystem can be read", "err", err)
+		g.fsWarned = true
+	case err == nil && g.fsWarned:
+		g.log.Info("image garbage collection for space is back on")
+		g.fsWarned = false
 	}
 	plan := planGC(in)
 	var freed int64 // by age or for space: both count toward the space to free
