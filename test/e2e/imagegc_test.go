@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 	"github.com/staticlet/staticlet/internal/testutil/metricstest"
 	"github.com/staticlet/staticlet/internal/testutil/testimage"
@@ -56,7 +58,8 @@ spec:
 // once unused for a minute, each with an event of the node and counted in
 // the metrics; the image of a running pod, of a completed Never pod whose
 // manifest is still there, and of an archive in the import directory stay,
-// and get images says why.
+// and get images says why, and, after a kill -9 and a restart, when each
+// was last used.
 func TestImageGC(t *testing.T) {
 	e := harness.NewEnv(t)
 	e.ExtraEnv = append(e.ExtraEnv, "STATICLET_TEST_IMAGE_GC_PERIOD=2s")
@@ -129,6 +132,28 @@ func TestImageGC(t *testing.T) {
 		t.Errorf("get events = %s, %v; want the removals shown as events of node/%s", out, err, harness.TestNode)
 	}
 	checkGCMetrics(t, d.Socket)
+
+	// When each image was last used is in containerd: a staticlet started
+	// after a kill -9 shows it.
+	list, err := d.Client().Images(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Kill()
+	d = e.Start("--config", config)
+	restarted, err := d.Client().Images(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, before := range list.Images {
+		i := slices.IndexFunc(restarted.Images, func(img status.Image) bool { return img.Name == before.Name })
+		if before.Name == completed && before.LastUsed.IsZero() {
+			t.Errorf("%s last used = never before the restart, want when its container was seen", completed)
+		}
+		if i < 0 || restarted.Images[i].LastUsed.Before(before.LastUsed) {
+			t.Errorf("after a restart, %s = %+v, want last used no earlier than %v", before.Name, restarted.Images, before.LastUsed)
+		}
+	}
 	if !d.Running() {
 		t.Fatal("staticlet exited")
 	}
