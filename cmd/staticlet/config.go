@@ -57,6 +57,10 @@ func (cfg *runConfig) fileFlags() kubeletconfig.Flags {
 		PodCIDR:                         &cfg.network.cidrs,
 		ResolvConf:                      &cfg.runtime.resolvConf,
 		AllowedUnsafeSysctls:            &cfg.runtime.unsafeSysctls,
+		ImageGCHighThreshold:            &cfg.images.gc.HighThresholdPercent,
+		ImageGCLowThreshold:             &cfg.images.gc.LowThresholdPercent,
+		ImageMinimumGCAge:               &cfg.images.gc.MinAge,
+		ImageMaximumGCAge:               &cfg.images.gc.MaxAge,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/staticlet/staticlet/internal/cli"
+	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/kubeletconfig"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
 )
@@ -67,6 +68,7 @@ type imageConfig struct {
 	registryConfigDir string
 	importDir         string   // default <root-dir>/images
 	namespaces        []string // none if empty
+	gc                images.GCPolicy
 }
 
 // containerLogConfig configures containers' logs: where they are written
@@ -157,6 +159,12 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.images.importDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
 	f.StringSliceVar(&cfg.images.namespaces, "image-namespaces", []string{"k8s.io"}, "other containerd namespaces whose images are used, without a pull, when staticlet's lacks one "+
 		"(k8s.io: kubeadm's and crictl's pulls); comma-separated, empty for none")
+	f.IntVar(&cfg.images.gc.HighThresholdPercent, "image-gc-high-threshold", images.DefaultGCHighThresholdPercent,
+		"percent of the image filesystem's space used at or above which unused images are removed, least recently used first; 100 with no --image-maximum-gc-age turns image garbage collection off")
+	f.IntVar(&cfg.images.gc.LowThresholdPercent, "image-gc-low-threshold", images.DefaultGCLowThresholdPercent,
+		"percent of the image filesystem's space used that removing images for space brings it down to (below --image-gc-high-threshold)")
+	f.DurationVar(&cfg.images.gc.MinAge, "image-minimum-gc-age", images.DefaultGCMinimumAge, "how long an image stays on the node before it may be removed for space")
+	f.DurationVar(&cfg.images.gc.MaxAge, "image-maximum-gc-age", 0, "remove an unused image not used for longer than this, however much space is free (0: off)")
 	f.DurationVar(&cfg.shutdown.GracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
 	f.DurationVar(&cfg.shutdown.CriticalGracePeriod, "shutdown-grace-period-critical-pods", 0,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
@@ -169,6 +177,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	alias(f, "pod-manifest-path", "manifest-dir")
 	alias(f, "container-runtime-endpoint", "containerd-address")
 	alias(f, "hostname-override", "node-name")
+	alias(f, "minimum-image-ttl-duration", "image-minimum-gc-age")
 	return cmd
 }
 

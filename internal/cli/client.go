@@ -143,8 +143,15 @@ func getImagesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "images",
 		Aliases: []string{"image"},
-		Short:   "List images with where each came from, and import files that failed",
-		Args:    cobra.NoArgs,
+		Short:   "List images with where each came from, when each was last used and why it is kept, and import files that failed",
+		Long: `images lists the images of staticlet's containerd namespace: where each came
+from, when a container last used it (LAST-USED; "never" until image garbage
+collection has seen one use it) and why garbage collection keeps it whatever
+its age and the disk's usage (KEPT): "in use" (a container was made from it),
+"manifest" (a current manifest names it, whatever its pod's state) or
+"import file" (its file is still in the image import directory); <none>
+when it may be removed. Then the import files that failed.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			list, err := cf.client().Images(cmd.Context())
 			if err != nil {
@@ -152,7 +159,7 @@ func getImagesCommand() *cobra.Command {
 			}
 			switch output {
 			case "":
-				return printers.Images(cmd.OutOrStdout(), list)
+				return printers.Images(cmd.OutOrStdout(), list, time.Now())
 			case "json", "yaml":
 				return printers.Object(cmd.OutOrStdout(), list, output)
 			default:
