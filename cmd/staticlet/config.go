@@ -46,6 +46,7 @@ func (cfg *runConfig) fileFlags() kubeletconfig.Flags {
 		PodLogsDir:                      &cfg.logs.dir,
 		ContainerLogMaxSize:             &cfg.logs.maxSize,
 		ContainerLogMaxFiles:            &cfg.logs.maxFiles,
+		PodLogsMaxTotal:                 &cfg.logs.maxTotal,
 		HealthzAddress:                  &cfg.status.healthzAddress,
 		ShutdownGracePeriod:             &cfg.shutdown.GracePeriod,
 		ShutdownGracePeriodCriticalPods: &cfg.shutdown.CriticalGracePeriod,
@@ -56,6 +57,10 @@ func (cfg *runConfig) fileFlags() kubeletconfig.Flags {
 		PodCIDR:                         &cfg.network.cidrs,
 		ResolvConf:                      &cfg.runtime.resolvConf,
 		AllowedUnsafeSysctls:            &cfg.runtime.unsafeSysctls,
+		ImageGCHighThreshold:            &cfg.images.gc.HighThresholdPercent,
+		ImageGCLowThreshold:             &cfg.images.gc.LowThresholdPercent,
+		ImageMinimumGCAge:               &cfg.images.gc.MinAge,
+		ImageMaximumGCAge:               &cfg.images.gc.MaxAge,
 	}
 }
 

@@ -203,3 +203,35 @@ func TestImageNamespacesFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestImageGCPolicyChecked runs staticlet run with image garbage
+// collection settings, from flags or the file: they are checked as the
+// kubelet checks them before anything starts. Good settings go on to the
+// next check, a bad --cgroup-driver, which stops the run.
+func TestImageGCPolicyChecked(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kubelet.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
+		"imageMaximumGCAge: 1m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const passed = "--cgroup-driver"
+	tests := []struct {
+		args []string
+		want string // a part of the error
+	}{
+		{args: nil, want: passed},
+		{args: []string{"--image-gc-high-threshold=70"}, want: "imageGCLowThresholdPercent (--image-gc-low-threshold) 80 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 70"},
+		{args: []string{"--image-gc-low-threshold=-1"}, want: "must be between 0 and 100"},
+		{args: []string{"--config", file}, want: "imageMaximumGCAge (--image-maximum-gc-age) 1m0s must be greater than imageMinimumGCAge (--image-minimum-gc-age) 2m0s"},
+		{args: []string{"--config", file, "--minimum-image-ttl-duration=30s"}, want: passed},
+	}
+	for _, tt := range tests {
+		cmd := runCommand()
+		cmd.SetArgs(append([]string{"--cgroup-driver=none", "--node-name=n1"}, tt.args...))
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err := cmd.ExecuteContext(t.Context())
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("run %v = %v, want an error with %q", tt.args, err, tt.want)
+		}
+	}
+}

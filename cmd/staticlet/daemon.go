@@ -31,6 +31,7 @@ import (
 	"github.com/staticlet/staticlet/internal/reconcile"
 	"github.com/staticlet/staticlet/internal/sandbox"
 	"github.com/staticlet/staticlet/internal/status"
+	"github.com/staticlet/staticlet/internal/storagelimit"
 	"github.com/staticlet/staticlet/internal/watch"
 )
 
@@ -60,11 +61,16 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	logBudget, err := parseLogBudget(cfg.logs.maxTotal)
+	if err != nil {
+		return err
+	}
 	logInstall, err := installLogDaemon(cfg.rootDir)
 	if err != nil {
 		return err
 	}
 	store := status.NewStore()
+	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
 	meters := newMetrics(store)
 	// imports is set before anything can call AwaitImports: the runtime
 	// resolves no image before the errgroup below starts.
@@ -82,6 +88,11 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	imports = images.New(cfg.importDirConfig(imageImporter{rt.Images()}, logger))
 
 	rep := reporter{store: store, metrics: meters, logger: logger}
+	gcConfig, err := cfg.imageGCConfig(rt.Images(), rep, meters.ImageCollected, logger)
+	if err != nil {
+		return err
+	}
+	imageGC := images.NewGC(gcConfig)
 	prober := health.New(health.Config{Runtime: probeRuntime{rt}, Ran: meters.ProbeRan, Logger: logger})
 	// The files whose changes restart containers (restart-on-change),
 	// looked at again as often as the manifests.
@@ -110,7 +121,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Health:     daemonHealth(rec, rt),
 		Logs:       logOpener(store, cfg.logs.dir),
 		Exec:       execInContainer(rt),
-		Images:     imageLister(rt.Images()),
+		Images:     imageLister(imageGC),
 		Stats:      statsReader(rt),
 		Restart:    restarter(rec),
 		Metrics:    meters.Handler(),
@@ -126,6 +137,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
 	shutdownConfig.Logger = logger
 	shutdown := nodeshutdown.New(shutdownConfig)
+	// Ephemeral storage limits: containers over one are killed, and the
+	// reconciler restarts them as after any exit.
+	guard := storagelimit.New(storagelimit.Config{Meter: rt, Pods: store, Events: rep, Logger: logger})
 
 	// The pipeline, in the order data flows: sources, merger, admission
 	// (under --max-pods), reconciler; then what feeds the reconciler
@@ -141,15 +155,19 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		names[i] = src.Name()
 		g.Go(func() error { return src.Run(ctx, snapshots) })
 	}
-	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Logger: logger})
+	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Desired: imageGC, Logger: logger})
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
+	g.Go(func() error { return runLogBudget(ctx, cfg.logs.dir, logBudget, logger) })
+	g.Go(func() error { return newDiskMonitor(cfg, store, logger).Run(ctx) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
 	g.Go(func() error { return prober.Run(ctx) })
 	g.Go(func() error { return files.Run(ctx) })
+	g.Go(func() error { return guard.Run(ctx) })
 	importUpdates := make(chan images.Update)
 	g.Go(func() error { return imports.Run(ctx, importUpdates) })
-	g.Go(func() error { return reportImports(ctx, importUpdates, store, rep, arrived) })
+	g.Go(func() error { return reportImports(ctx, importUpdates, importSinks{store, rep, imageGC}, arrived) })
+	g.Go(func() error { return imageGC.Run(ctx) })
 	admitted := desiredSets
 	if cfg.maxPods > 0 {
 		admitted = make(chan []*pod.Pod)
@@ -187,6 +205,9 @@ func (cfg *runConfig) check() error {
 	if err := kubeletconfig.CheckShutdownGrace(cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod); err != nil {
 		return fmt.Errorf("--shutdown-grace-period %v, --shutdown-grace-period-critical-pods %v: %w",
 			cfg.shutdown.GracePeriod, cfg.shutdown.CriticalGracePeriod, err)
+	}
+	if err := cfg.images.gc.Validate(); err != nil {
+		return err
 	}
 	if cfg.runtime.cgroupDriver != "cgroupfs" && cfg.runtime.cgroupDriver != "systemd" {
 		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.runtime.cgroupDriver)
@@ -261,6 +282,30 @@ func (cfg *runConfig) importDirConfig(importer images.Importer, logger *slog.Log
 	}
 }
 
+// imageGCConfig configures image garbage collection from the flags, every
+// DefaultGCPeriod (the kubelet's) unless the test hook imageGCPeriodEnv
+// says otherwise.
+func (cfg *runConfig) imageGCConfig(store *images.Store, events images.EventSink, collected func(string, int64), logger *slog.Logger) (images.GCConfig, error) {
+	gc := images.GCConfig{Policy: cfg.images.gc, Store: store, Node: cfg.nodeName, Events: events, Collected: collected, Logger: logger}
+	var err error
+	gc.Period, err = durationEnv(imageGCPeriodEnv)
+	return gc, err
+}
+
+// durationEnv reads the duration a testing hook's environment variable
+// names; 0 when it is unset.
+func durationEnv(name string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
+}
+
 // daemonHealth is /healthz: the reconcile loop turns and containerd
 // answers.
 func daemonHealth(rec *reconcile.Reconciler, rt *sandbox.Runtime) func(ctx context.Context) error {
@@ -298,6 +343,10 @@ const logDaemonCheck = 5 * time.Second
 // of each pod's network setup, so a test can kill staticlet in the middle.
 const stepPauseEnv = "STATICLET_TEST_NETWORK_STEP_PAUSE"
 
+// imageGCPeriodEnv, a testing hook, names how often images are collected,
+// so that a test need not wait the kubelet's five minutes.
+const imageGCPeriodEnv = "STATICLET_TEST_IMAGE_GC_PERIOD"
+
 // probeRuntime is the runtime as health's probes use it.
 type probeRuntime struct{ rt *sandbox.Runtime }
 
@@ -334,7 +383,11 @@ func (r reporter) Event(e pod.Event) {
 	if e.Type == pod.EventWarning {
 		level = slog.LevelWarn
 	}
-	r.logger.Log(context.Background(), level, e.Message, "pod", e.Pod, "container", e.Container, "reason", e.Reason)
+	if e.Pod == "" {
+		r.logger.Log(context.Background(), level, e.Message, "object", e.Object, "reason", e.Reason)
+	} else {
+		r.logger.Log(context.Background(), level, e.Message, "pod", e.Pod, "container", e.Container, "reason", e.Reason)
+	}
 	r.store.Event(e)
 }
 
@@ -397,12 +450,9 @@ func networkConfig(cfg podNetworkConfig) (*podnet.Config, error) {
 		}
 		n.CIDRs = append(n.CIDRs, p)
 	}
-	if v := os.Getenv(stepPauseEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", stepPauseEnv, err)
-		}
-		n.StepPause = d
+	var err error
+	if n.StepPause, err = durationEnv(stepPauseEnv); err != nil {
+		return nil, err
 	}
 	return n, nil
 }

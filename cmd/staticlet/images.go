@@ -33,25 +33,35 @@ func (i imageImporter) HasImage(ctx context.Context, name string) (bool, error) 
 	return i.store.HasImage(ctx, name)
 }
 
-// imageLister lists the store's images for the status socket.
-func imageLister(store *images.Store) status.ImageLister {
+// imageLister lists the store's images for the status socket, with when
+// each was last used and why garbage collection keeps it.
+func imageLister(gc *images.GC) status.ImageLister {
 	return func(ctx context.Context) ([]status.Image, error) {
-		infos, err := store.ListImages(ctx)
+		imgs, err := gc.Images(ctx)
 		if err != nil {
 			return nil, err
 		}
-		out := make([]status.Image, len(infos))
-		for i, info := range infos {
-			out[i] = status.Image{Name: info.Name, ID: info.Digest, Size: info.Size, Source: info.Source, Created: info.Created}
+		out := make([]status.Image, len(imgs))
+		for i, img := range imgs {
+			out[i] = status.Image{Name: img.Name, ID: img.Digest, Size: img.Size, Source: img.Source, Created: img.Created,
+				LastUsed: img.LastUsed, Kept: img.Kept}
 		}
 		return out, nil
 	}
 }
 
-// reportImports hands the import directory's results to the status store,
-// makes an event of each file imported or failed, and tells the reconciler
-// which images arrived, until ctx ends.
-func reportImports(ctx context.Context, updates <-chan images.Update, store *status.Store, rep reporter, arrived chan<- []string) error {
+// importSinks are where the import directory's results go.
+type importSinks struct {
+	store *status.Store
+	rep   reporter
+	gc    *images.GC // keeps the images of the files present
+}
+
+// reportImports hands the import directory's results to the status store
+// and to image garbage collection, makes an event of each file imported
+// or failed, and tells the reconciler which images arrived, until ctx ends.
+func reportImports(ctx context.Context, updates <-chan images.Update, to importSinks, arrived chan<- []string) error {
+	store, rep := to.store, to.rep
 	for {
 		var u images.Update
 		select {
@@ -64,6 +74,7 @@ func reportImports(ctx context.Context, updates <-chan images.Update, store *sta
 			files[i] = status.ImportFile{Path: f.Path, Digest: f.Digest, Images: f.Images, Time: f.Time, Error: f.Error, Earlier: f.Earlier}
 		}
 		store.SetImports(files)
+		to.gc.SetImportFiles(u.Files)
 		var names []string
 		for _, f := range u.Done {
 			rep.metrics.ImageImported(f.Error != "")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/staticlet/staticlet/internal/metrics"
 	"github.com/staticlet/staticlet/internal/status"
 )
@@ -11,6 +13,9 @@ func newMetrics(store *status.Store) *metrics.Metrics {
 	return metrics.New(metrics.Config{
 		Version: version,
 		Pods:    store.Pods,
+		NodeConditions: func() []v1.NodeCondition {
+			return store.Node().Status.Conditions
+		},
 		ManifestErrors: func() map[string]int {
 			errs := map[string]int{}
 			for _, m := range store.Manifests() {

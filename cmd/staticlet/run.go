@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/staticlet/staticlet/internal/cli"
+	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/kubeletconfig"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
 )
@@ -67,6 +68,7 @@ type imageConfig struct {
 	registryConfigDir string
 	importDir         string   // default <root-dir>/images
 	namespaces        []string // none if empty
+	gc                images.GCPolicy
 }
 
 // containerLogConfig configures containers' logs: where they are written
@@ -75,6 +77,7 @@ type containerLogConfig struct {
 	dir      string
 	maxSize  string // a quantity
 	maxFiles int
+	maxTotal string // a quantity; 0: no node-wide budget
 }
 
 // podNetworkConfig is the pod network as given, before networkConfig
@@ -133,6 +136,8 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.logs.dir, "pod-logs-dir", "/var/log/pods", "directory for container logs")
 	f.StringVar(&cfg.logs.maxSize, "container-log-max-size", "10Mi", "size at which a container's log file is rotated (a quantity: 10Mi, 500Ki)")
 	f.IntVar(&cfg.logs.maxFiles, "container-log-max-files", 5, "log files kept per container, the live one included (at least 2)")
+	f.StringVar(&cfg.logs.maxTotal, "pod-logs-max-total", "0", "node-wide cap on the bytes of every container's log files under --pod-logs-dir: over it, the oldest rotated files "+
+		"(then earlier instances' logs) of any container are removed; live files never (a quantity: 2Gi; 0: no cap)")
 	f.StringVar(&cfg.nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
 	f.StringVar(&cfg.runtime.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
 	f.StringSliceVar(&cfg.runtime.unsafeSysctls, "allowed-unsafe-sysctls", nil, "sysctls outside the safe set that pods may set (patterns like 'kernel.msg*' allowed)")
@@ -154,6 +159,12 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.images.importDir, "image-import-dir", "", "directory of image archives (docker save, OCI; plain, gzip or zstd) and OCI layouts imported into containerd (default <root-dir>/images)")
 	f.StringSliceVar(&cfg.images.namespaces, "image-namespaces", []string{"k8s.io"}, "other containerd namespaces whose images are used, without a pull, when staticlet's lacks one "+
 		"(k8s.io: kubeadm's and crictl's pulls); comma-separated, empty for none")
+	f.IntVar(&cfg.images.gc.HighThresholdPercent, "image-gc-high-threshold", images.DefaultGCHighThresholdPercent,
+		"percent of the image filesystem's space used at or above which unused images are removed, least recently used first; 100 with no --image-maximum-gc-age turns image garbage collection off")
+	f.IntVar(&cfg.images.gc.LowThresholdPercent, "image-gc-low-threshold", images.DefaultGCLowThresholdPercent,
+		"percent of the image filesystem's space used that removing images for space brings it down to (below --image-gc-high-threshold)")
+	f.DurationVar(&cfg.images.gc.MinAge, "image-minimum-gc-age", images.DefaultGCMinimumAge, "how long an image stays on the node before it may be removed for space")
+	f.DurationVar(&cfg.images.gc.MaxAge, "image-maximum-gc-age", 0, "remove an unused image not used for longer than this, however much space is free (0: off)")
 	f.DurationVar(&cfg.shutdown.GracePeriod, "shutdown-grace-period", 0, "how long the machine's shutdown waits for the pods to stop, through a systemd-logind delay inhibitor lock (0: off)")
 	f.DurationVar(&cfg.shutdown.CriticalGracePeriod, "shutdown-grace-period-critical-pods", 0,
 		"the part of --shutdown-grace-period kept for critical pods (system-node-critical and system-cluster-critical), stopped last")
@@ -166,6 +177,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	alias(f, "pod-manifest-path", "manifest-dir")
 	alias(f, "container-runtime-endpoint", "containerd-address")
 	alias(f, "hostname-override", "node-name")
+	alias(f, "minimum-image-ttl-duration", "image-minimum-gc-age")
 	return cmd
 }
 

@@ -39,8 +39,8 @@ func (f *clientFlags) podName(name string) string {
 func (f *clientFlags) client() *status.Client { return status.NewClient(f.socket) }
 
 func getCommand() *cobra.Command {
-	get := &cobra.Command{Use: "get", Short: "List pods, manifests, images or events"}
-	get.AddCommand(getPodsCommand(), getManifestsCommand(), getImagesCommand(), getEventsCommand())
+	get := &cobra.Command{Use: "get", Short: "List pods, manifests, images or events, or show the node"}
+	get.AddCommand(getPodsCommand(), getManifestsCommand(), getImagesCommand(), getEventsCommand(), getNodeCommand())
 	return get
 }
 
@@ -143,8 +143,15 @@ func getImagesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "images",
 		Aliases: []string{"image"},
-		Short:   "List images with where each came from, and import files that failed",
-		Args:    cobra.NoArgs,
+		Short:   "List images with where each came from, when each was last used and why it is kept, and import files that failed",
+		Long: `images lists the images of staticlet's containerd namespace: where each came
+from, when a container last used it (LAST-USED; "never" until image garbage
+collection has seen one use it) and why garbage collection keeps it whatever
+its age and the disk's usage (KEPT): "in use" (a container was made from it),
+"manifest" (a current manifest names it, whatever its pod's state) or
+"import file" (its file is still in the image import directory); <none>
+when it may be removed. Then the import files that failed.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			list, err := cf.client().Images(cmd.Context())
 			if err != nil {
@@ -152,7 +159,7 @@ func getImagesCommand() *cobra.Command {
 			}
 			switch output {
 			case "":
-				return printers.Images(cmd.OutOrStdout(), list)
+				return printers.Images(cmd.OutOrStdout(), list, time.Now())
 			case "json", "yaml":
 				return printers.Object(cmd.OutOrStdout(), list, output)
 			default:
@@ -166,7 +173,7 @@ func getImagesCommand() *cobra.Command {
 }
 
 func describeCommand() *cobra.Command {
-	describe := &cobra.Command{Use: "describe", Short: "Show details of a pod"}
+	describe := &cobra.Command{Use: "describe", Short: "Show details of a pod or of the node"}
 	var cf clientFlags
 	podCmd := &cobra.Command{
 		Use:     "pod NAME",
@@ -190,6 +197,68 @@ func describeCommand() *cobra.Command {
 	cf.add(podCmd)
 	cf.addNamespace(podCmd)
 	podCmd.ValidArgsFunction = completePods(&cf, 1, "")
-	describe.AddCommand(podCmd)
+	describe.AddCommand(podCmd, describeNodeCommand())
 	return describe
+}
+
+func getNodeCommand() *cobra.Command {
+	var (
+		cf     clientFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:     "node [NAME]",
+		Aliases: []string{"nodes", "no"},
+		Short:   "Show the node: NAME STATUS AGE VERSION, STATUS naming a pressure such as DiskPressure",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := theNode(cmd, &cf, args)
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "":
+				return printers.Node(cmd.OutOrStdout(), n, time.Now())
+			case "json", "yaml":
+				return printers.Object(cmd.OutOrStdout(), n, output)
+			default:
+				return fmt.Errorf("unknown output format %q: use json or yaml", output)
+			}
+		},
+	}
+	cf.add(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	return cmd
+}
+
+func describeNodeCommand() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:     "node [NAME]",
+		Aliases: []string{"nodes", "no"},
+		Short:   "Show the node's conditions (Ready, DiskPressure) with their reasons",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := theNode(cmd, &cf, args)
+			if err != nil {
+				return err
+			}
+			return printers.DescribeNode(cmd.OutOrStdout(), n, time.Now())
+		},
+	}
+	cf.add(cmd)
+	return cmd
+}
+
+// theNode asks for the node, which args may name as kubectl's do: the
+// one node staticlet runs on.
+func theNode(cmd *cobra.Command, cf *clientFlags, args []string) (*v1.Node, error) {
+	n, err := cf.client().Node(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	if len(args) == 1 && args[0] != n.Name {
+		return nil, fmt.Errorf("node %q not found: staticlet runs on %q", args[0], n.Name)
+	}
+	return n, nil
 }

@@ -35,6 +35,14 @@ type ManifestSink interface {
 	SetManifests(ms []Manifest)
 }
 
+// DesiredSink is told of each desired set (image garbage collection,
+// which keeps the images it names).
+type DesiredSink interface {
+	// SetDesired is given each desired set the Merger sends, whatever
+	// the state of its pods; it must not change the pods nor block.
+	SetDesired(pods []*pod.Pod)
+}
+
 // MergerConfig configures a Merger.
 type MergerConfig struct {
 	// Sources are the names of every source (watch.Snapshot.Source); no
@@ -43,6 +51,10 @@ type MergerConfig struct {
 	// Manifests receives the results of every file after each snapshot;
 	// required.
 	Manifests ManifestSink
+	// Desired, when set, is given every desired set as it is made, before
+	// it is sent (so that what it keeps for a pod is kept before the pod
+	// can start).
+	Desired DesiredSink
 	// Logger receives the duplicate definitions Merge ignores; nil
 	// discards them. The sources log their own file errors.
 	Logger *slog.Logger
@@ -90,6 +102,9 @@ func (m *Merger) Run(ctx context.Context, in <-chan watch.Snapshot, out chan<- [
 		m.cfg.Logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
 		if complete {
 			pending, havePending = pods, true
+			if m.cfg.Desired != nil {
+				m.cfg.Desired.SetDesired(pods)
+			}
 		}
 	}
 }

@@ -278,3 +278,31 @@ func TestMergerRunEmpty(t *testing.T) {
 		t.Errorf("desired set = %q, want empty", keys(pods))
 	}
 }
+
+// desiredRecorder is a DesiredSink sending each set it is given on a
+// channel, the keys joined.
+type desiredRecorder chan string
+
+func (r desiredRecorder) SetDesired(pods []*pod.Pod) { r <- keys(pods) }
+
+// TestMergerTellsDesired: the sink is given each desired set, none before
+// every source has reported, and before the set is sent.
+func TestMergerTellsDesired(t *testing.T) {
+	in, out, manifests := make(chan watch.Snapshot), make(chan []*pod.Pod), make(manifestRecorder, 4)
+	sink := make(desiredRecorder, 4)
+	m := NewMerger(MergerConfig{Sources: []string{dirSource, urlSource}, Manifests: manifests, Desired: sink})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx, in, out) }()
+	defer func() { cancel(); receive(t, done, "return from Run once cancelled") }()
+
+	in <- snap(dirSource, file("/m/a.yaml", nil, "default/x"))
+	in <- snap(urlSource, file("http://example.test/pods", nil, "default/z"))
+	if got, want := receive(t, sink, "desired set told"), "default/x,default/z"; got != want {
+		t.Errorf("told %q, want %q (and nothing before the URL reported)", got, want)
+	}
+	receive(t, out, "desired set")
+	if len(sink) != 0 {
+		t.Errorf("told %q more", <-sink)
+	}
+}

@@ -40,6 +40,9 @@ type Info struct {
 	// Source is its LabelSource; empty when staticlet did not label it.
 	Source  string
 	Created time.Time
+	// LastUsed is its LabelLastUsed: when a container last used it, as
+	// image garbage collection last saw; zero when never seen used.
+	LastUsed time.Time
 }
 
 // ImportArchive imports the images of an archive into containerd and
@@ -157,12 +160,14 @@ func (s *Store) ListImages(ctx context.Context) ([]Info, error) {
 	out := make([]Info, 0, len(imgs))
 	for _, img := range imgs {
 		size, _ := client.NewImage(s.site.Client, img).Size(ctx)
+		lastUsed, _ := time.Parse(time.RFC3339, img.Labels[LabelLastUsed]) // zero when absent
 		out = append(out, Info{
-			Name:    img.Name,
-			Digest:  img.Target.Digest.String(),
-			Size:    size,
-			Source:  img.Labels[LabelSource],
-			Created: img.CreatedAt,
+			Name:     img.Name,
+			Digest:   img.Target.Digest.String(),
+			Size:     size,
+			Source:   img.Labels[LabelSource],
+			Created:  img.CreatedAt,
+			LastUsed: lastUsed,
 		})
 	}
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })

@@ -17,8 +17,15 @@
 // after a burst of events has settled and every Resync, and ignores hidden
 // files and the temporary names of writers that rename into place.
 //
-// Dir's Run owns its goroutine; AwaitIdle may be called from any goroutine.
-// A Store is safe for concurrent use and starts no goroutine.
+// Its GC is the node's image garbage collection, with the kubelet's
+// settings: it removes the images no container uses, no current manifest
+// names and no import file holds, by age and for space, and records in
+// containerd (LabelLastUsed) when each was last used. Which images to
+// remove is decided by a pure function (planGC).
+//
+// Dir's and GC's Run own their goroutines; AwaitIdle, GC's setters and
+// Images may be called from any goroutine. A Store is safe for
+// concurrent use and starts no goroutine.
 package images
 
 import (

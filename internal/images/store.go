@@ -394,3 +394,14 @@ func (g *pullGroup) do(ctx context.Context, name string, fn func(context.Context
 	close(c.done)
 	return c.img, c.err
 }
+
+// forget drops what is cached of the images called name.
+func (c *imageCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.byName {
+		if strings.HasPrefix(key, name+"@") {
+			delete(c.byName, key)
+		}
+	}
+}

@@ -71,8 +71,18 @@ type kubeletConfig struct {
 	ResolverConfig           *string             `json:"resolvConf"`
 	AllowedUnsafeSysctls     []string            `json:"allowedUnsafeSysctls"`
 	PodPidsLimit             *int64              `json:"podPidsLimit"`
+	// Image garbage collection; the thresholds are pointers in the
+	// kubelet's type too: 0 is a value, not the default.
+	ImageGCHighThresholdPercent *int32   `json:"imageGCHighThresholdPercent"`
+	ImageGCLowThresholdPercent  *int32   `json:"imageGCLowThresholdPercent"`
+	ImageMinimumGCAge           duration `json:"imageMinimumGCAge"`
+	ImageMaximumGCAge           duration `json:"imageMaximumGCAge"`
 	// The critical pods' part of ShutdownGracePeriod.
 	ShutdownGracePeriodCriticalPods duration `json:"shutdownGracePeriodCriticalPods"`
+	// PodLogsMaxTotal is staticlet's own, not the kubelet's (which has
+	// no node-wide log budget and warns of it as unknown): the cap on
+	// all container logs, --pod-logs-max-total.
+	PodLogsMaxTotal string `json:"podLogsMaxTotal"`
 }
 
 // honouredFields are kubeletConfig's JSON names, apiVersion and kind aside.
@@ -81,13 +91,14 @@ var honouredFields = []string{
 	"httpCheckFrequency", "containerRuntimeEndpoint", "podLogsDir", "containerLogMaxSize",
 	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver", "cgroupsPerQOS",
 	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "maxPods", "podCIDR", "resolvConf",
-	"allowedUnsafeSysctls", "podPidsLimit",
+	"allowedUnsafeSysctls", "podPidsLimit", "podLogsMaxTotal", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent",
+	"imageMinimumGCAge", "imageMaximumGCAge",
 }
 
 // kubeletOnlyFields are the other fields of KubeletConfiguration v1beta1:
 // they configure what staticlet does not have (the kubelet's API server and
 // its authentication, the apiserver client, node registration, eviction,
-// image garbage collection, resource managers...) and are ignored with one
+// resource managers...) and are ignored with one
 // warning naming them. cgroupRoot is here too: staticlet's pod cgroups are
 // always under /<containerd namespace>.
 var kubeletOnlyFields = []string{
@@ -98,9 +109,7 @@ var kubeletOnlyFields = []string{
 	"preloadedImagesVerificationAllowlist", "eventRecordQPS", "eventBurst",
 	"enableDebuggingHandlers", "enableContentionProfiling", "oomScoreAdj", "clusterDomain",
 	"clusterDNS", "streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency",
-	"nodeStatusReportFrequency", "nodeLeaseDurationSeconds", "imageMinimumGCAge",
-	"imageMaximumGCAge", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent",
-	"volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot",
+	"nodeStatusReportFrequency", "nodeLeaseDurationSeconds", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot",
 	"cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions",
 	"cpuManagerReconcilePeriod", "memoryManagerPolicy", "topologyManagerPolicy",
 	"topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
@@ -257,6 +266,7 @@ type Flags struct {
 	PodLogsDir                      *string
 	ContainerLogMaxSize             *string
 	ContainerLogMaxFiles            *int
+	PodLogsMaxTotal                 *string
 	HealthzAddress                  *string
 	ShutdownGracePeriod             *time.Duration
 	ShutdownGracePeriodCriticalPods *time.Duration
@@ -267,6 +277,10 @@ type Flags struct {
 	PodCIDR                         *[]string
 	ResolvConf                      *string
 	AllowedUnsafeSysctls            *[]string
+	ImageGCHighThreshold            *int
+	ImageGCLowThreshold             *int
+	ImageMinimumGCAge               *time.Duration
+	ImageMaximumGCAge               *time.Duration
 }
 
 // Apply sets the variables of to from the file except where changed(flag)
@@ -302,6 +316,7 @@ func (cf *File) Apply(changed func(flag string) bool, to Flags) {
 	set("pod-logs-dir", kc.PodLogsDir != "", func() { *to.PodLogsDir = rel(kc.PodLogsDir) })
 	set("container-log-max-size", kc.ContainerLogMaxSize != "", func() { *to.ContainerLogMaxSize = kc.ContainerLogMaxSize })
 	set("container-log-max-files", kc.ContainerLogMaxFiles != nil, func() { *to.ContainerLogMaxFiles = int(*kc.ContainerLogMaxFiles) })
+	set("pod-logs-max-total", kc.PodLogsMaxTotal != "", func() { *to.PodLogsMaxTotal = kc.PodLogsMaxTotal })
 	set("healthz-address", kc.HealthzBindAddress != "" || kc.HealthzPort != nil, func() {
 		*to.HealthzAddress = healthzAddress(kc.HealthzBindAddress, kc.HealthzPort)
 	})
@@ -326,6 +341,14 @@ func (cf *File) Apply(changed func(flag string) bool, to Flags) {
 		}
 	})
 	set("allowed-unsafe-sysctls", len(kc.AllowedUnsafeSysctls) > 0, func() { *to.AllowedUnsafeSysctls = kc.AllowedUnsafeSysctls })
+	set("image-gc-high-threshold", kc.ImageGCHighThresholdPercent != nil, func() {
+		*to.ImageGCHighThreshold = int(*kc.ImageGCHighThresholdPercent)
+	})
+	set("image-gc-low-threshold", kc.ImageGCLowThresholdPercent != nil, func() {
+		*to.ImageGCLowThreshold = int(*kc.ImageGCLowThresholdPercent)
+	})
+	set("image-minimum-gc-age", kc.ImageMinimumGCAge > 0, func() { *to.ImageMinimumGCAge = time.Duration(kc.ImageMinimumGCAge) })
+	set("image-maximum-gc-age", kc.ImageMaximumGCAge > 0, func() { *to.ImageMaximumGCAge = time.Duration(kc.ImageMaximumGCAge) })
 }
 
 // urlHeaders turns staticPodURLHeader into --manifest-url-header values,

@@ -34,6 +34,7 @@ type values struct {
 	PodLogsDir                      string
 	ContainerLogMaxSize             string
 	ContainerLogMaxFiles            int
+	PodLogsMaxTotal                 string
 	HealthzAddress                  string
 	ShutdownGracePeriod             time.Duration
 	ShutdownGracePeriodCriticalPods time.Duration
@@ -44,6 +45,10 @@ type values struct {
 	PodCIDR                         []string
 	ResolvConf                      string
 	AllowedUnsafeSysctls            []string
+	ImageGCHighThreshold            int
+	ImageGCLowThreshold             int
+	ImageMinimumGCAge               time.Duration
+	ImageMaximumGCAge               time.Duration
 }
 
 // flags points Flags at v's fields.
@@ -58,6 +63,7 @@ func (v *values) flags() Flags {
 		PodLogsDir:                      &v.PodLogsDir,
 		ContainerLogMaxSize:             &v.ContainerLogMaxSize,
 		ContainerLogMaxFiles:            &v.ContainerLogMaxFiles,
+		PodLogsMaxTotal:                 &v.PodLogsMaxTotal,
 		HealthzAddress:                  &v.HealthzAddress,
 		ShutdownGracePeriod:             &v.ShutdownGracePeriod,
 		ShutdownGracePeriodCriticalPods: &v.ShutdownGracePeriodCriticalPods,
@@ -68,6 +74,10 @@ func (v *values) flags() Flags {
 		PodCIDR:                         &v.PodCIDR,
 		ResolvConf:                      &v.ResolvConf,
 		AllowedUnsafeSysctls:            &v.AllowedUnsafeSysctls,
+		ImageGCHighThreshold:            &v.ImageGCHighThreshold,
+		ImageGCLowThreshold:             &v.ImageGCLowThreshold,
+		ImageMinimumGCAge:               &v.ImageMinimumGCAge,
+		ImageMaximumGCAge:               &v.ImageMaximumGCAge,
 	}
 }
 
@@ -129,8 +139,8 @@ var kubeletConfigFieldCases = []struct {
 	{"url source", "staticPodURL: https://example.test/pods\nstaticPodURLHeader:\n  X-B: [b]\n  Authorization: [Bearer t, two]\nhttpCheckFrequency: 1m\n",
 		values{ManifestURL: "https://example.test/pods", ManifestURLHeader: []string{"Authorization:Bearer t", "Authorization:two", "X-B:b"},
 			HTTPCheckFrequency: time.Minute}},
-	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\n",
-		values{FileCheckFrequency: 5 * time.Second, ContainerLogMaxSize: "5Mi", ContainerLogMaxFiles: 3}},
+	{"frequencies and logs", "fileCheckFrequency: 5s\ncontainerLogMaxSize: 5Mi\ncontainerLogMaxFiles: 3\npodLogsMaxTotal: 1Gi\n",
+		values{FileCheckFrequency: 5 * time.Second, ContainerLogMaxSize: "5Mi", ContainerLogMaxFiles: 3, PodLogsMaxTotal: "1Gi"}},
 	{"null is unset", "fileCheckFrequency: null\nstaticPodPath: null\n", values{}},
 	{"healthz port only", "healthzPort: 10300\n", values{HealthzAddress: "127.0.0.1:10300"}},
 	{"healthz address only", "healthzBindAddress: ::1\n", values{HealthzAddress: "[::1]:10248"}},
@@ -142,6 +152,10 @@ var kubeletConfigFieldCases = []struct {
 			AllowedUnsafeSysctls: []string{"net.core.somaxconn"}, CgroupDriver: "cgroupfs"}},
 	{"podPidsLimit", "podPidsLimit: 4096\n", values{PodMaxPids: 4096}},
 	{"systemd driver", "cgroupDriver: systemd\n", values{CgroupDriver: "systemd"}},
+	{"image gc", "imageGCHighThresholdPercent: 90\nimageGCLowThresholdPercent: 70\nimageMinimumGCAge: 5m\nimageMaximumGCAge: 168h\n",
+		values{ImageGCHighThreshold: 90, ImageGCLowThreshold: 70, ImageMinimumGCAge: 5 * time.Minute, ImageMaximumGCAge: 168 * time.Hour}},
+	// A threshold is a pointer in the kubelet's type: 0 is a value.
+	{"image gc threshold 0", "imageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n", values{}},
 }
 
 // TestParseKubeletConfigFields covers each honoured field and the
@@ -204,7 +218,7 @@ kind: KubeletConfiguration
 evictionHard: {memory.available: 100Mi}
 clusterDNS: [10.96.0.10]
 readOnlyPort: 0
-imageGCHighThresholdPercent: 80
+enableServer: true
 staticPodPathh: /typo
 `))
 	if err != nil {
@@ -216,7 +230,7 @@ staticPodPathh: /typo
 	if len(lines) != 1 {
 		t.Fatalf("log = %q, want one line", lines)
 	}
-	for _, want := range []string{"level=WARN", "ignored=clusterDNS,evictionHard,imageGCHighThresholdPercent", "unknown=staticPodPathh", "file=/c.yaml"} {
+	for _, want := range []string{"level=WARN", "ignored=clusterDNS,enableServer,evictionHard", "unknown=staticPodPathh", "file=/c.yaml"} {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("warning %q does not contain %q", lines[0], want)
 		}

@@ -96,8 +96,12 @@ func Serve(ctx context.Context, dir string, cfg Config) error {
 		return err
 	}
 	defer lock.Close()
-	if err := lock.Truncate(0); err == nil {
-		_, _ = lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// Written over the old PID, then cut to length: on a full disk the
+	// page the file has is rewritten in place, where emptying it first
+	// would give that page up and need another.
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if _, err := lock.WriteAt(pid, 0); err == nil {
+		_ = lock.Truncate(int64(len(pid)))
 	}
 	sock := SocketPath(dir)
 	_ = os.Remove(sock) // a dead daemon's; this one holds the lock

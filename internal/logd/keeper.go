@@ -105,13 +105,15 @@ func Keep(ctx context.Context, in Install, interval time.Duration, logger Logger
 	}
 	replaced := false
 	for {
-		// pid is 0 for a daemon that took the lock and has not written
-		// its PID yet: never one to signal (kill(0) is this process group).
 		pid, running, err := daemonPID(in.Dir)
 		switch {
 		case err != nil:
 			logger.Warn("looking for the log daemon", "err", err)
-		case running && pid > 0 && !replaced && !sameFile(fmt.Sprintf("/proc/%d/exe", pid), in.Daemon):
+		case running && pid <= 0:
+			// The lock holds no PID: the daemon has not written it yet,
+			// or could not (a full disk). Kill(0) would signal this
+			// process's group: leave that daemon be.
+		case running && !replaced && !sameFile(fmt.Sprintf("/proc/%d/exe", pid), in.Daemon):
 			replaced = true
 			logger.Info("replacing the log daemon of another staticlet binary", "pid", pid)
 			if err := replace(ctx, in, pid); err != nil {

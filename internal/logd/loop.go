@@ -254,7 +254,10 @@ func (l *loop) receive(c *conn) {
 	}
 	c.deadline = time.Time{}
 	c.path = cfg.Path
-	w, openErr := logs.NewWriter(logs.WriterConfig{Path: cfg.Path, MaxSize: cfg.MaxSize, MaxFiles: cfg.MaxFiles})
+	w, openErr := logs.NewWriter(logs.WriterConfig{
+		Path: cfg.Path, MaxSize: cfg.MaxSize, MaxFiles: cfg.MaxFiles,
+		Dropped: func(g logs.Gap) { l.gap(cfg.Path, g) },
+	})
 	if w == nil {
 		l.cfg.Logger.Warn("a container's log", "path", cfg.Path, "err", openErr)
 		closeAll(fds[:])
@@ -277,6 +280,19 @@ func (l *loop) receive(c *conn) {
 	if c.pipes == [2]int{-1, -1} {
 		l.finish(c, false)
 	}
+}
+
+// gap tells, once when it starts and once when it ends, that a
+// container's output is dropped rather than written, as on a full disk:
+// the container is never blocked for its log, so what it writes meanwhile
+// is lost, and this says how much.
+func (l *loop) gap(path string, g logs.Gap) {
+	if g.Until.IsZero() {
+		l.cfg.Logger.Warn("dropping a container's output until its log can be written", "path", path, "err", g.Err)
+		return
+	}
+	l.cfg.Logger.Warn("writing a container's log again; output was dropped meanwhile",
+		"path", path, "lines", g.Lines, "bytes", g.Bytes, "for", g.Until.Sub(g.Since).Round(time.Millisecond), "err", g.Err)
 }
 
 // read reads c's stream i once, and ends it at EOF or on an error. One

@@ -23,6 +23,11 @@
 //     their time, the last N lines, and following growth and rotation
 //     until the container is replaced or stops.
 //
+// Beside them, the node-wide budget (OverBudget, EnforceBudget) keeps the
+// total of every container's files under a pod logs directory within a
+// size, removing rotated files first, oldest first across containers,
+// then the logs of earlier instances; never the live ones.
+//
 // It does not know pods or containerd: callers give it paths and a
 // function that says whether the container still runs.
 //

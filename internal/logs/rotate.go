@@ -1,6 +1,7 @@
 package logs
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -33,8 +34,16 @@ type rotator struct {
 	size    int64    // bytes in the live file
 	buf     *[]byte  // records not yet written; from recordBuffers, nil between flushes
 	retry   time.Time
-	dropped int64
+	dropped int64     // bytes of records dropped, ever
+	gap     Gap       // the records dropped in the gap under way, if any
+	resumed time.Time // when writes succeeded again in the gap under way, with none failing since
 }
+
+// gapSettle is how long writes must go on succeeding before a gap counts
+// as over: on a disk that is still nearly full, space freed here and
+// there lets a write through now and then, and each of those must not
+// end one gap and start the next (two lines in the daemon's log a second).
+const gapSettle = 10 * time.Second
 
 // recordBuffers hold the records of a chunk between their encoding and
 // their write, for every Writer of the process: one that is idle holds
@@ -58,6 +67,7 @@ func (r *rotator) open(now time.Time) error {
 		f.Close()
 	}
 	r.retry = now.Add(reopenDelay)
+	r.gap.Err = err
 	return err
 }
 
@@ -104,18 +114,66 @@ func (r *rotator) write(now time.Time, b []byte) {
 		_ = r.open(now) // the records are counted as dropped below
 	}
 	if r.f == nil {
-		r.dropped += int64(len(b))
+		r.drop(now, b, r.gap.Err)
 		return
 	}
 	n, err := r.f.Write(b)
-	r.size += int64(n)
 	if err != nil {
-		r.dropped += int64(len(b) - n)
+		// A short write (a full disk) keeps the whole records that fit
+		// and leaves part of the next: cut that off, so that the file
+		// holds whole records and the next one starts on a line of its
+		// own. If even that fails, the next open appends after it; a
+		// reader skips the broken line.
+		kept := bytes.LastIndexByte(b[:max(n, 0)], '\n') + 1
+		if kept < n {
+			_ = r.f.Truncate(r.size + int64(kept))
+		}
+		r.size += int64(kept)
+		r.drop(now, b[kept:], err)
 		// Start afresh with a new descriptor later: the file may have
 		// been removed or its filesystem remounted.
 		r.f.Close()
 		r.f = nil
 		r.retry = now.Add(reopenDelay)
+		return
+	}
+	r.size += int64(n)
+	if r.gap.Since.IsZero() {
+		return
+	}
+	if r.resumed.IsZero() {
+		r.resumed = now
+	} else if now.Sub(r.resumed) >= gapSettle {
+		r.endGap()
+	}
+}
+
+// endGap tells that the gap under way ended when writes resumed.
+func (r *rotator) endGap() {
+	gap := r.gap
+	gap.Until = r.resumed
+	r.gap, r.resumed = Gap{}, time.Time{}
+	if r.cfg.Dropped != nil {
+		r.cfg.Dropped(gap)
+	}
+}
+
+// drop counts records b as dropped for err, and tells of the first drop
+// of a gap.
+func (r *rotator) drop(now time.Time, b []byte, err error) {
+	r.dropped += int64(len(b))
+	first := r.gap.Since.IsZero()
+	r.resumed = time.Time{}
+	r.gap.Lines += int64(bytes.Count(b, []byte{'\n'}))
+	r.gap.Bytes += int64(len(b))
+	if err != nil {
+		r.gap.Err = err
+	}
+	if first {
+		r.gap.Since = now
+		if r.cfg.Dropped != nil {
+			r.cfg.Dropped(r.gap)
+		}
 	}
 }
 
@@ -133,9 +191,13 @@ func (r *rotator) rotate(now time.Time) {
 	_ = prune(r.cfg.Path, r.cfg.MaxFiles-1)
 }
 
-// close flushes what is buffered and closes the file.
+// close flushes what is buffered and closes the file, telling of the end
+// of a gap that writes resumed after.
 func (r *rotator) close() error {
 	r.flush(r.cfg.Now())
+	if !r.resumed.IsZero() {
+		r.endGap()
+	}
 	if r.f == nil {
 		return nil
 	}

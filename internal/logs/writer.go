@@ -22,6 +22,24 @@ type WriterConfig struct {
 	MaxFiles int
 	// Now is the clock for record times and rotated names; time.Now if nil.
 	Now func() time.Time
+	// Dropped, if set, hears of each gap in the file: once when output
+	// is first dropped (Until zero), and once writes have gone on
+	// succeeding for 10 s since it resumed (or the Writer is closed),
+	// with the gap's totals. It is called with the Writer's lock held: it
+	// must not call the Writer.
+	Dropped func(Gap)
+}
+
+// Gap is output a Writer dropped in a row because its file could not be
+// opened or written, such as while the disk is full.
+type Gap struct {
+	// Lines and Bytes count the records dropped, in the CRI format.
+	Lines, Bytes int64
+	// Err is the last error that dropped them.
+	Err error
+	// Since is when the first was dropped; Until, when writing resumed
+	// (zero while it has not).
+	Since, Until time.Time
 }
 
 // Writer writes the output of a container's stdout and stderr as CRI
@@ -32,7 +50,9 @@ type WriterConfig struct {
 //
 // A Writer never blocks or fails its streams because of the file: when the
 // file cannot be opened or written (disk full, directory removed), the
-// records are dropped and the file is opened again at most once a second.
+// records are dropped, whole (a record written in part is cut off again),
+// and the file is opened again at most once a second; WriterConfig.Dropped
+// hears when that starts and when writing resumes.
 //
 // An idle Writer holds no buffer but a stream's unfinished line: a log
 // daemon keeps one for every container of the node.

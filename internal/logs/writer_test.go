@@ -2,12 +2,14 @@ package logs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -358,6 +360,55 @@ func TestWriterDropsWithoutFile(t *testing.T) {
 	w.Close()
 	if got := readRecords(t, path); fmt.Sprint(got) != fmt.Sprint([]rec{{Stdout, false, "kept"}}) {
 		t.Errorf("records = %v, want only the line written once the file could be opened", got)
+	}
+}
+
+// TestWriterGapOnFullDisk checks that a Writer whose file is full (here
+// /dev/full, which fails every write with ENOSPC) drops whole lines,
+// counts them, tells of the gap once when it starts and once when writing
+// resumes, and then writes on.
+func TestWriterGapOnFullDisk(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	path := filepath.Join(t.TempDir(), "0.log")
+	if err := os.Symlink("/dev/full", path); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: t0}
+	var gaps []Gap
+	w, err := NewWriter(WriterConfig{Path: path, Now: clk.Now, Dropped: func(g Gap) { gaps = append(gaps, g) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Feed(Stdout, []byte("lost-1\nlost-2\n"))
+	w.Feed(Stderr, []byte("lost-3\n")) // within a second: not tried, dropped
+	if len(gaps) != 1 || gaps[0].Lines != 2 || !gaps[0].Until.IsZero() || !errors.Is(gaps[0].Err, syscall.ENOSPC) {
+		t.Fatalf("gaps after the first drops = %+v, want one starting gap of 2 lines for ENOSPC", gaps)
+	}
+	if err := os.Remove(path); err != nil { // space returns
+		t.Fatal(err)
+	}
+	clk.add(2 * time.Second)
+	w.Feed(Stdout, []byte("kept\n"))
+	resumed := t0.Add(2 * time.Second)
+	if len(gaps) != 1 {
+		t.Fatalf("gaps once a write succeeds = %+v, want none ended before writes go on for %v", gaps, gapSettle)
+	}
+	clk.add(gapSettle)
+	w.Feed(Stdout, []byte("kept-2\n"))
+	if len(gaps) != 2 || gaps[1].Lines != 3 || gaps[1].Until.Before(resumed) || gaps[1].Until.After(resumed.Add(time.Second)) || gaps[1].Since != gaps[0].Since {
+		t.Fatalf("gaps after writes went on = %+v, want a second report of 3 lines ending when writes resumed (%v)", gaps, resumed)
+	}
+	w.Feed(Stdout, []byte("kept-3\n"))
+	w.Close()
+	if len(gaps) != 2 {
+		t.Errorf("gaps = %+v, want no report once writing goes on", gaps)
+	}
+	want := []rec{{Stdout, false, "kept"}, {Stdout, false, "kept-2"}, {Stdout, false, "kept-3"}}
+	if got := readRecords(t, path); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("records = %v, want %v", got, want)
 	}
 }
 

@@ -35,6 +35,9 @@ type Config struct {
 	// source are rejected, by source name; it is called at each scrape.
 	// Nil: no manifest gauge.
 	ManifestErrors func() map[string]int
+	// NodeConditions returns the node's conditions (Ready, DiskPressure);
+	// it is called at each scrape. Nil: no node gauge.
+	NodeConditions func() []v1.NodeCondition
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -51,6 +54,7 @@ type Metrics struct {
 	imports       *prometheus.CounterVec
 	pulls         *prometheus.CounterVec
 	pullDuration  prometheus.Histogram
+	imageGC       imageGCMetrics
 	http          httpMetrics
 
 	// mu guards the maps below; the probe series of a pod are deleted
@@ -66,6 +70,12 @@ type Metrics struct {
 	// by their labels was the dearest part of counting a run, with every
 	// container probed every second or so.
 	probeMeters map[probeID]*probeMeters
+}
+
+// imageGCMetrics count image garbage collection's removals.
+type imageGCMetrics struct {
+	removed *prometheus.CounterVec // by reason
+	freed   *prometheus.CounterVec // bytes, by reason
 }
 
 // probeID is one probe of one container of one pod.
@@ -125,6 +135,16 @@ func New(cfg Config) *Metrics {
 			Help:    "Duration in seconds of image pulls from a registry, failed ones included.",
 			Buckets: pullBuckets,
 		}),
+		imageGC: imageGCMetrics{
+			removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "kubelet_image_garbage_collected_total",
+				Help: "Images removed by image garbage collection, by reason (age, space).",
+			}, []string{"reason"}),
+			freed: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Name: "staticlet_image_garbage_collected_bytes_total",
+				Help: "Bytes freed by image garbage collection, by reason (age, space): the content size of each image removed, as the kubelet counts it.",
+			}, []string{"reason"}),
+		},
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "staticlet_build_info",
@@ -135,7 +155,8 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo, m.probes, m.probeDuration, m.podStart, m.urlPolls, m.imports, m.pulls, m.pullDuration,
-		stateCollector{pods: cfg.Pods, manifestErrors: cfg.ManifestErrors},
+		m.imageGC.removed, m.imageGC.freed,
+		stateCollector{pods: cfg.Pods, manifestErrors: cfg.ManifestErrors, nodeConditions: cfg.NodeConditions},
 	)
 	m.reg.MustRegister(m.http.collectors()...)
 	return m
@@ -258,6 +279,13 @@ func (m *Metrics) ImageImported(failed bool) {
 func (m *Metrics) ImagePulled(took time.Duration, err error) {
 	m.pulls.WithLabelValues(result(err != nil)).Inc()
 	m.pullDuration.Observe(took.Seconds())
+}
+
+// ImageCollected counts one image removed by garbage collection, for
+// reason (age, space), and the bytes its removal is counted to free.
+func (m *Metrics) ImageCollected(reason string, bytes int64) {
+	m.imageGC.removed.WithLabelValues(reason).Inc()
+	m.imageGC.freed.WithLabelValues(reason).Add(float64(bytes))
 }
 
 func result(failed bool) string {

@@ -81,7 +81,10 @@ func TestMetrics(t *testing.T) {
 		Version:        "v1.2.3",
 		Pods:           testPods,
 		ManifestErrors: func() map[string]int { return map[string]int{"dir:/m": 2, "url:http://x": 0} },
-		Now:            func() time.Time { return now },
+		NodeConditions: func() []v1.NodeCondition {
+			return []v1.NodeCondition{{Type: v1.NodeDiskPressure, Status: v1.ConditionTrue}, {Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		},
+		Now: func() time.Time { return now },
 	})
 	key := pod.Key{Namespace: "kube-system", Name: "etcd-node"}
 	probe := func(uid string, typ pod.ProbeType, ok bool) {
@@ -96,6 +99,9 @@ func TestMetrics(t *testing.T) {
 	m.ImageImported(false)
 	m.ImagePulled(time.Second, nil)
 	m.ImagePulled(time.Second, errors.New("no such host"))
+	m.ImageCollected("age", 1000)
+	m.ImageCollected("age", 500)
+	m.ImageCollected("space", 2000)
 
 	seen := now.Add(-1500 * time.Millisecond).Format(time.RFC3339Nano)
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: "u1",
@@ -126,7 +132,14 @@ func TestMetrics(t *testing.T) {
 		{"staticlet_image_pulls_total", []string{"result=success"}, 1},
 		{"staticlet_image_pulls_total", []string{"result=failure"}, 1},
 		{"staticlet_image_pull_duration_seconds", nil, 2},
+		{"kubelet_image_garbage_collected_total", []string{"reason=age"}, 2},
+		{"kubelet_image_garbage_collected_total", []string{"reason=space"}, 1},
+		{"staticlet_image_garbage_collected_bytes_total", []string{"reason=age"}, 1500},
+		{"staticlet_image_garbage_collected_bytes_total", []string{"reason=space"}, 2000},
 		{"kubelet_pod_start_duration_seconds", nil, 2},
+		{"staticlet_node_status_condition", []string{"condition=DiskPressure", "status=true"}, 1},
+		{"staticlet_node_status_condition", []string{"condition=DiskPressure", "status=false"}, 0},
+		{"staticlet_node_status_condition", []string{"condition=Ready", "status=true"}, 1},
 		{"kubelet_running_pods", nil, 1},
 		{"kubelet_running_containers", []string{"container_state=running"}, 1},
 		{"kubelet_running_containers", []string{"container_state=exited"}, 4},

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 )
@@ -17,7 +19,13 @@ var (
 		"Restarts of each container of each pod, its status' restartCount.", []string{"namespace", "pod", "container"}, nil)
 	manifestErrorsDesc = prometheus.NewDesc("staticlet_manifest_errors",
 		"Number of manifest files (or URLs) of a source that are rejected.", []string{"source"}, nil)
+	nodeConditionDesc = prometheus.NewDesc("staticlet_node_status_condition",
+		"The node's conditions (Ready, DiskPressure), as kube-state-metrics' kube_node_status_condition: 1 on the series of the condition's status.",
+		[]string{"condition", "status"}, nil)
 )
+
+// conditionStatuses are the statuses of a node condition, each reported.
+var conditionStatuses = []v1.ConditionStatus{v1.ConditionTrue, v1.ConditionFalse, v1.ConditionUnknown}
 
 // phases are the pod phases, each reported even when no pod has it.
 var phases = []v1.PodPhase{v1.PodPending, v1.PodRunning, v1.PodSucceeded, v1.PodFailed, v1.PodUnknown}
@@ -31,10 +39,11 @@ var containerStates = []string{"created", "running", "exited", "unknown"}
 type stateCollector struct {
 	pods           func() []v1.Pod
 	manifestErrors func() map[string]int
+	nodeConditions func() []v1.NodeCondition
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{runningPodsDesc, runningContainersDesc, podsDesc, restartsDesc, manifestErrorsDesc} {
+	for _, d := range []*prometheus.Desc{runningPodsDesc, runningContainersDesc, podsDesc, restartsDesc, manifestErrorsDesc, nodeConditionDesc} {
 		ch <- d
 	}
 }
@@ -56,6 +65,17 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.manifestErrors != nil {
 		for source, n := range c.manifestErrors() {
 			ch <- prometheus.MustNewConstMetric(manifestErrorsDesc, prometheus.GaugeValue, float64(n), source)
+		}
+	}
+	if c.nodeConditions != nil {
+		for _, cond := range c.nodeConditions() {
+			for _, st := range conditionStatuses {
+				v := 0.0
+				if cond.Status == st {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(nodeConditionDesc, prometheus.GaugeValue, v, string(cond.Type), strings.ToLower(string(st)))
+			}
 		}
 	}
 }

@@ -70,4 +70,7 @@ type Event struct {
 	Type      string    `json:"type"`                // EventNormal or EventWarning
 	Reason    string    `json:"reason"`              // e.g. Started, BackOff, Killing
 	Message   string    `json:"message"`
+	// Object is what a node-level event (one with no Pod) is about, as
+	// kind/name: "node/node1"; empty for a pod's events.
+	Object string `json:"object,omitempty"`
 }

@@ -56,6 +56,10 @@ type Record struct {
 	// container during its life: the reason of its exit is OOMKilled, as
 	// with the kubelet, whatever the exit code.
 	OOMKilled bool
+	// Evicted is the message of a container killed for using more local
+	// ephemeral storage than a limit allows (the kubelet's): the reason
+	// of its exit is Evicted. Empty for any other exit.
+	Evicted string
 	// Lost says the container's task went with no exit recorded, after
 	// it may have started: containerd lost it (killed as it loaded the
 	// task). It counts as exited, code 137, as the kubelet counts a
@@ -76,6 +80,10 @@ type Record struct {
 	// stay pinned, from the node's boot it was made in. It has no task to
 	// start, and one that is down is re-created, never started again.
 	NoPause bool
+	// StopNeeds is what ordered the pod's stop among others when the
+	// container was made (StopNeeds.String): for a pod whose manifest
+	// went while staticlet was not running.
+	StopNeeds string
 }
 
 // ContainerRequest asks the runtime to create and start one container of a

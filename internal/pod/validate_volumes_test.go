@@ -17,6 +17,10 @@ func TestValidateVolumes(t *testing.T) {
 			"  - {name: h, hostPath: {path: /h, type: CharDevice}}\n"+
 			"  - {name: i, hostPath: {path: /i, type: BlockDevice}}\n", ""), nil},
 		{"emptyDir Memory with sizeLimit", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Memory, sizeLimit: 8Mi}\n", ""), nil},
+		{"emptyDir sizeLimit negative", "", podWith("  volumes:\n  - name: s\n    emptyDir: {sizeLimit: -1Mi}\n", ""),
+			[]string{`spec.volumes[0].emptyDir.sizeLimit: Invalid value: "-1Mi": must be greater than or equal to 0`}},
+		{"ephemeral-storage limit negative", "", podWith("", "    resources:\n      limits: {ephemeral-storage: -1Mi}\n"),
+			[]string{`spec.containers[0].resources.limits[ephemeral-storage]: Invalid value: "-1Mi": must be greater than or equal to 0`}},
 		{"emptyDir HugePages", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-2Mi}\n", ""),
 			[]string{"spec.volumes[0].emptyDir.medium: HugePages-2Mi emptyDir volumes are not supported by staticlet"}},
 		{"emptyDir medium", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Disk}\n", ""),

@@ -123,7 +123,10 @@ func newCore(key pod.Key, b Backoff, hostIP string) *podCore {
 }
 
 // setDesired takes a new desired pod, nil when it must go.
-func (c *podCore) setDesired(p *pod.Pod) { c.desired = p }
+func (c *podCore) setDesired(p *pod.Pod) { c.desired, c.order.leaving = p, false }
+
+// setLeaving halts the pod's starts while its removal waits its turn.
+func (c *podCore) setLeaving() { c.order.leaving = true }
 
 // imagesArrived notes images that became present; their waiting
 // containers start at the next pass without waiting out their backoff.
@@ -153,6 +156,9 @@ func (c *podCore) begin(now time.Time) []action {
 	c.now = now
 	c.mem.restartNow, c.mem.restartAsked = c.mem.restartAsked, nil
 	p := c.desired
+	if c.order.leaving {
+		return nil
+	}
 	if p == nil {
 		return c.beginRemove()
 	}

@@ -187,10 +187,14 @@ func containerStatus(c *v1.Container, recs []pod.Record, w waitingState, policy 
 }
 
 func terminated(r pod.Record) *v1.ContainerStateTerminated {
-	reason := "Completed"
+	reason, message := "Completed", r.Message
 	switch {
 	case r.Lost:
 		reason = "ContainerStatusUnknown"
+	case r.Evicted != "":
+		// Killed over an ephemeral storage limit: the kubelet's reason
+		// and message, as it puts them on the pod it evicts.
+		reason, message = "Evicted", r.Evicted
 	case r.OOMKilled:
 		reason = "OOMKilled"
 	case r.ExitCode != 0:
@@ -199,7 +203,7 @@ func terminated(r pod.Record) *v1.ContainerStateTerminated {
 	return &v1.ContainerStateTerminated{
 		ExitCode:    r.ExitCode,
 		Reason:      reason,
-		Message:     r.Message,
+		Message:     message,
 		StartedAt:   metav1.NewTime(r.StartedAt),
 		FinishedAt:  metav1.NewTime(r.FinishedAt),
 		ContainerID: "containerd://" + r.ID,

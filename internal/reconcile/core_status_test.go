@@ -660,6 +660,25 @@ func TestBuildPodOOMKilled(t *testing.T) {
 	}
 }
 
+// TestBuildPodEvicted: a container killed over its ephemeral storage
+// limit ends with the kubelet's reason Evicted and its message, in place
+// of any termination message, in state and in lastState.
+func TestBuildPodEvicted(t *testing.T) {
+	msg := `Container app exceeded its local ephemeral storage limit "4Mi". `
+	p := mkPod(t, podSpec{})
+	r := newRecs(p, pod.TaskRunning).exit("app", 0, 137).run("app", 1)
+	r.out[1].Evicted, r.out[1].Message = msg, "written by the app"
+	cs := buildPod(r.input(nil)).Status.ContainerStatuses[0]
+	if got := cs.LastTerminationState.Terminated; got == nil || got.Reason != "Evicted" || got.Message != msg || got.ExitCode != 137 {
+		t.Errorf("lastState.terminated = %+v, want Evicted with %q and 137", got, msg)
+	}
+	r = newRecs(p, pod.TaskRunning).exit("app", 0, 137)
+	r.out[1].Evicted = msg
+	if got := buildPod(r.input(nil)).Status.ContainerStatuses[0].State.Terminated; got == nil || got.Reason != "Evicted" || got.Message != msg {
+		t.Errorf("state.terminated = %+v, want Evicted with %q", got, msg)
+	}
+}
+
 // TestBuildPodLost: a container whose task containerd lost after it may
 // have started ends as the kubelet ends one it cannot find, and its pod
 // under restartPolicy Never fails.

@@ -133,7 +133,10 @@ type fakeRuntime struct {
 	sandboxStopGate chan struct{}
 	// removeGate, when not nil, holds every removal until it is closed.
 	removeGate chan struct{}
-	sweeps     int // SweepOrphans calls
+	// stopGates holds every stop of a running container of a pod until
+	// the pod's channel is closed.
+	stopGates map[pod.Key]chan struct{}
+	sweeps    int // SweepOrphans calls
 	// resumeErr, when set, makes ResumeContainer fail.
 	resumeErr error
 }
@@ -378,8 +381,12 @@ func (f *fakeRuntime) passGate(ctx context.Context, gate chan struct{}) error {
 
 func (f *fakeRuntime) StopContainer(ctx context.Context, id string, grace time.Duration) error {
 	f.mu.Lock()
-	if r, ok := f.recs[id]; ok && r.Kind == pod.KindSandbox && r.State == pod.TaskRunning {
-		if err := f.passGate(ctx, f.sandboxStopGate); err != nil {
+	if r, ok := f.recs[id]; ok && r.State == pod.TaskRunning {
+		gate := f.stopGates[r.Pod]
+		if r.Kind == pod.KindSandbox {
+			gate = f.sandboxStopGate
+		}
+		if err := f.passGate(ctx, gate); err != nil {
 			f.mu.Unlock()
 			return err
 		}

@@ -74,7 +74,7 @@ func (l *loop) restart(req restartRequest) {
 
 func (l *loop) tellRestart(req restartRequest) error {
 	p, w := l.pods[req.key], l.workers[req.key]
-	if p == nil || w == nil || l.removing[req.key] || l.held[req.key].before != nil {
+	if p == nil || w == nil || l.rm.removing[req.key] || l.rm.held[req.key].before != nil {
 		return fmt.Errorf("restarting pod %s: %w", req.key, ErrUnknownPod)
 	}
 	if l.halted {

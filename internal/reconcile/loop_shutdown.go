@@ -55,9 +55,9 @@ func critical(p *pod.Pod) bool {
 // shutdown manager does: first all regular pods, each with its
 // termination grace period cut to regular, preStop hooks included; once
 // they are all gone, the critical pods the same way within critical.
-// Within each group the pods stop in the reverse of the order they became
-// Ready, and a pod before those it starts after (staticlet.io/after); one
-// whose turn does not come within its group's grace period stops anyway.
+// Within each group the pods stop at once, except that a pod that needs
+// another stops before it (stopGraph); one whose turn does not come
+// within its group's grace period stops anyway.
 // From then on no pod is restarted and no new pod started until
 // ResumeNode. Each stopped pod reports phase Failed, reason Terminated. It
 // returns when every pod is stopped, or when ctx ends. It may be called
@@ -77,10 +77,10 @@ func (r *Reconciler) ShutdownNode(ctx context.Context, regular, critical time.Du
 	r.cfg.Logger.Info("node shutting down: stopping pods, regular ones first", "regular", len(orders.regular), "critical", len(orders.critical),
 		"regular grace", regular, "critical grace", critical)
 	for _, h := range orders.regular {
-		go sequence(ctx, orders.regularTurn, regular, orders.before[h], orders.starts[h])
+		go sequence(ctx, orders.regularTurn, regular, orders.before[h], h, orders.starts[h])
 	}
 	for _, h := range orders.critical {
-		go sequence(ctx, orders.criticalTurn, critical, orders.before[h], orders.starts[h])
+		go sequence(ctx, orders.criticalTurn, critical, orders.before[h], h, orders.starts[h])
 	}
 	close(orders.regularTurn)
 	err := waitOrders(ctx, orders.regular)
@@ -110,7 +110,7 @@ type nodeRequest struct {
 // shutdownOrders are the halt orders the loop handed out, in two groups
 // that start when their turn channel is closed. Within a group, an order
 // begins once the orders in before are carried out (the pods that stop
-// before its pod, see stopsBefore), or its group's grace period is over:
+// before its pod, see stopGraph), or its group's grace period is over:
 // starts holds the channel that begins it.
 type shutdownOrders struct {
 	regularTurn, criticalTurn chan struct{}
@@ -155,8 +155,9 @@ func (l *loop) serve(req nodeRequest) {
 		}
 	}
 	for _, group := range groups {
+		graph := stopGraph(group, l.needsOf)
 		for _, key := range group {
-			for _, b := range stopsBefore(key, group, l.pods, l.book) {
+			for _, b := range graph[key] {
 				o.before[orders[key]] = append(o.before[orders[key]], orders[b])
 			}
 		}
@@ -166,14 +167,21 @@ func (l *loop) serve(req nodeRequest) {
 
 // sequence begins order h (closes start) once its group's turn came and
 // the orders before it are carried out, or limit has passed since the
-// turn, or ctx ended.
-func sequence(ctx context.Context, turn <-chan struct{}, limit time.Duration, before []*haltOrder, start chan<- struct{}) {
+// turn, or ctx ended. A pod that waited gets what is left of its group's
+// grace period (a second at least), so that a group with an order still
+// ends within its grace period.
+func sequence(ctx context.Context, turn <-chan struct{}, limit time.Duration, before []*haltOrder, h *haltOrder, start chan<- struct{}) {
 	defer close(start)
 	select {
 	case <-turn:
 	case <-ctx.Done():
 		return
 	}
+	if len(before) == 0 {
+		return
+	}
+	began := time.Now()
+	defer func() { h.grace = min(h.grace, max(limit-time.Since(began), min(limit, time.Second))) }()
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for _, b := range before {

@@ -21,6 +21,9 @@ type (
 	haltMsg struct{ order *haltOrder }
 	// resumeMsg lifts a halt: the node's shutdown was cancelled.
 	resumeMsg struct{}
+	// leavingMsg tells that the pod's manifest is gone and its removal
+	// waits for pods that stop first: it starts nothing meanwhile.
+	leavingMsg struct{}
 	// pokeMsg asks for a look at the pod.
 	pokeMsg struct{}
 	// depsMsg tells whether each pod the pod starts after is Ready.
@@ -37,6 +40,7 @@ func (verdictMsg) isMessage() {}
 func (imagesMsg) isMessage()  {}
 func (haltMsg) isMessage()    {}
 func (resumeMsg) isMessage()  {}
+func (leavingMsg) isMessage() {}
 func (pokeMsg) isMessage()    {}
 func (depsMsg) isMessage()    {}
 func (fileMsg) isMessage()    {}

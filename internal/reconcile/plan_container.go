@@ -131,9 +131,9 @@ func (g *convergePass) resumedOne(r resumed) []action {
 // policy says: ensuring the image begins with a check.
 func (g *convergePass) start(out []action) []action {
 	c, ctr := g.c, g.cur.ctr
-	if c.halted {
-		// The node is shutting down: nothing starts, and the pod's halt
-		// stops what runs.
+	if c.halted || c.order.leaving {
+		// The node is shutting down, or the pod's manifest is gone:
+		// nothing starts, and the halt or the removal stops what runs.
 		return g.applied(out, &retryLater{at: c.now})
 	}
 	if retry := c.mem.failedStarts(ctr).retryAt; retry.After(c.now) {
@@ -199,9 +199,14 @@ func (g *convergePass) pulledImage(pl pulled) []action {
 	return g.notStarted(nil, pl.err)
 }
 
-// startNow starts the current container, its image present.
+// startNow starts the current container, its image present, unless a
+// node shutdown or the end of its manifest came while the image was
+// checked or pulled.
 func (g *convergePass) startNow(out []action) []action {
 	c, ctr := g.c, g.cur.ctr
+	if c.halted || c.order.leaving {
+		return g.applied(out, &retryLater{at: c.now})
+	}
 	attempt := max(g.cur.st.attempt, c.mem.attempts[ctr.Name])
 	g.cur.req = pod.ContainerRequest{Pod: g.p, Sandbox: g.sb, Container: ctr, Kind: g.cur.kind, Attempt: attempt}
 	return c.wait(out, atConvStart, startContainer{req: g.cur.req})
@@ -337,7 +342,7 @@ func (c *podCore) waitingBackOff(out []action, p *pod.Pod, name string, until, n
 // its container will be stopped for the desired pod, or the node is
 // shutting down.
 func (c *podCore) hookObsolete() bool {
-	return c.hook != nil && (c.halted || c.hook.obsolete(c.desired))
+	return c.hook != nil && (c.halted || c.order.leaving || c.hook.obsolete(c.desired))
 }
 
 // runningHook is the postStart hook under way.

@@ -31,6 +31,10 @@ type podOrder struct {
 	// again for it (a failed create, a dead sandbox) does not wait again.
 	passed string
 	limit  time.Duration // the longest it waits
+	// leaving is set while the pod's removal waits for pods that stop
+	// before it: its manifest is gone, so nothing starts, nor is looked
+	// at, until the removal; a new desired pod lifts it.
+	leaving bool
 }
 
 // setDeps takes the readiness of the pods the pod starts after, and tells

@@ -193,3 +193,68 @@ func TestPlanOrder(t *testing.T) {
 		},
 	}})
 }
+
+// leave tells the core the pod's manifest is gone and its removal waits
+// for pods that stop first.
+type leave struct{}
+
+func (leave) feed(pl *player) []string { pl.c.setLeaving(); return nil }
+
+// TestPlanLeaving: a pod whose manifest is gone, while its removal waits
+// for the pods that stop before it, starts nothing: not a container that
+// exited, not a sandbox, not in a pass under way; a manifest back lifts
+// that.
+func TestPlanLeaving(t *testing.T) {
+	p := withUID(mkPod(t, podSpec{}), "1")
+	sb := sbRec(p, "sb1")
+	a1 := ctr(p, "sb1", "app", "app-1", 0)
+	a1x := exitAt(a1, 0, sec)
+	runScenarios(t, []scenario{{
+		name: "its container exits while it waits: no pass, no restart",
+		pod:  p,
+		turns: slices.Concat(adopt("report Running app=running", sb, a1), []turn{
+			{leave{}, lines()},
+			{beginAt(2 * sec), lines()},
+			{desire{nil}, lines()},
+			{beginAt(3 * sec), lines("list")},
+		}),
+	}, {
+		name: "the manifest goes during a pass, before a restart",
+		pod:  p,
+		turns: slices.Concat(adopt("report Running app=running", sb, a1), []turn{
+			{beginAt(2 * sec), lines("list")},
+			{ls(sb, a1x), lines("check-image app")},
+			{leave{}, lines()},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "list")},
+			{ls(sb, a1x), lines("probe", "report Running app=Completed(0)", "finish again=1ms")},
+		}),
+	}, {
+		name: "a node shutdown during the image check starts nothing either",
+		pod:  p,
+		turns: slices.Concat(adopt("report Running app=running", sb, a1), []turn{
+			{beginAt(2 * sec), lines("list")},
+			{ls(sb, a1x), lines("check-image app")},
+			{haltFlag(true), lines()},
+			{checked(false), lines(`event Normal Pulled app: Container image "busybox:1.36" already present on machine`, "list")},
+			{ls(sb, a1x), lines("probe", "report Running app=Completed(0)", "finish again=1ms")},
+		}),
+	}, {
+		name: "the manifest goes during a pass, before the sandbox is made",
+		pod:  p,
+		turns: []turn{
+			{beginAt(0), lines("list")},
+			{leave{}, lines()},
+			{ls(), lines("list")},
+			{ls(), lines("probe", "report Pending app=ContainerCreating", "finish")},
+		},
+	}, {
+		name: "the manifest comes back",
+		pod:  p,
+		turns: slices.Concat(adopt("report Running app=running", sb, a1), []turn{
+			{leave{}, lines()},
+			{desire{p}, lines()},
+			{beginAt(2 * sec), lines("list")},
+			{ls(sb, a1x), lines("check-image app")},
+		}),
+	}})
+}

@@ -126,6 +126,10 @@ func (c *podCore) syncCreate(out []action) []action {
 	if c.pass.sync.ok {
 		return c.syncContainers(out)
 	}
+	if c.order.leaving {
+		// The manifest went during the pass: no sandbox is made for it.
+		return c.report(out, pod.Record{}, 0, nil)
+	}
 	wait, out := c.awaitDeps(out, c.pass.p)
 	if wait {
 		due := max(c.order.since.Add(c.order.limit).Sub(c.now), time.Millisecond)

@@ -221,7 +221,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 	defer cancel()
 	l := newLoop(ctx, r)
 	defer l.wg.Wait()
-	defer l.holds.Stop()
+	defer l.rm.holds.Stop()
 
 	// Nothing is started or stopped before the sources have been read once.
 	var first []*pod.Pod
@@ -239,9 +239,11 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 			}
 		}
 	}
-	if err := r.adopt(ctx, first, l.start); err != nil {
+	orphans, err := r.adopt(ctx, first)
+	if err != nil {
 		return err
 	}
+	l.adoptOrphans(orphans)
 	l.apply(first)
 	r.cfg.Reporter.SetReady()
 	l.sweep()
@@ -273,7 +275,7 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 			l.noteReady(n.key, n.ready)
 		case w := <-l.done:
 			l.gone(w)
-		case <-l.holds.C:
+		case <-l.rm.holds.C:
 			l.release()
 		case names := <-r.cfg.ImagesArrived:
 			for _, w := range l.workers {
@@ -303,19 +305,28 @@ type loop struct {
 	pods    map[pod.Key]*pod.Pod
 	done    chan *worker   // workers whose goroutines returned
 	readyCh chan readyNote // pods whose readiness changed, or processes ended
-	// ended holds the pods being removed whose processes ended: for the
-	// pods that stop after them, as good as gone.
-	ended map[pod.Key]bool
-	book  *readyBook       // when each pod became Ready
-	held  map[pod.Key]hold // removals waiting for pods that stop first
-	// removing holds the pods whose workers were told to remove them.
-	removing map[pod.Key]bool
-	holds    *time.Timer // fires when the first hold runs out
-	halted   bool        // the node is shutting down: pods stay stopped
+	book    *readyBook     // which pods are Ready
+	rm      removals       // the pods being removed, and those waiting to be
+	halted  bool           // the node is shutting down: pods stay stopped
 	// wantUIDs are the UIDs of the desired pods, for sweeps running beside
 	// the loop; set before any worker can make files for them.
 	wantUIDs atomic.Pointer[map[string]bool]
 	sweeping chan struct{} // holds a token while a sweep runs
+}
+
+// removals is the loop's record of the pods being removed, or waiting
+// for their turn to be.
+type removals struct {
+	// removing holds the pods whose workers were told to remove them.
+	removing map[pod.Key]bool
+	// ended holds the pods being removed whose processes ended: for the
+	// pods that stop after them, as good as gone.
+	ended map[pod.Key]bool
+	held  map[pod.Key]hold // removals waiting for pods that stop first
+	holds *time.Timer      // fires when the first hold runs out
+	// orphans holds what orders the stops of the pods found at start
+	// with no manifest, read from their containers' labels.
+	orphans map[pod.Key]pod.StopNeeds
 }
 
 // readyNote tells the loop a pod's readiness changed, or, with ended, that
@@ -328,17 +339,25 @@ type readyNote struct {
 
 func newLoop(ctx context.Context, r *Reconciler) *loop {
 	l := &loop{r: r, ctx: ctx, workers: map[pod.Key]*worker{}, pods: map[pod.Key]*pod.Pod{}, done: make(chan *worker),
-		readyCh: make(chan readyNote), ended: map[pod.Key]bool{}, book: newReadyBook(), held: map[pod.Key]hold{}, removing: map[pod.Key]bool{}, holds: time.NewTimer(time.Hour),
-		sweeping: make(chan struct{}, 1)}
-	l.holds.Stop()
+		readyCh: make(chan readyNote), book: newReadyBook(), sweeping: make(chan struct{}, 1),
+		rm: removals{removing: map[pod.Key]bool{}, ended: map[pod.Key]bool{}, held: map[pod.Key]hold{}, holds: time.NewTimer(time.Hour),
+			orphans: map[pod.Key]pod.StopNeeds{}}}
+	l.rm.holds.Stop()
 	l.wantUIDs.Store(&map[string]bool{})
 	return l
 }
 
 // start starts a worker for pod key, desired as p (nil: to be removed).
-func (l *loop) start(key pod.Key, p *pod.Pod) {
+func (l *loop) start(key pod.Key, p *pod.Pod) { l.launch(key, p, false) }
+
+// launch starts a worker for pod key, desired as p; a leaving one (p nil)
+// starts nothing and waits for its removal to be ordered (remove).
+func (l *loop) launch(key pod.Key, p *pod.Pod, leaving bool) {
 	w := newWorker(key, &l.r.cfg)
 	w.core.setDesired(p)
+	if leaving {
+		w.core.setLeaving()
+	}
 	w.pending = true
 	if p != nil {
 		w.core.setDeps(depsOf(p, l.book))
@@ -355,14 +374,14 @@ func (l *loop) start(key pod.Key, p *pod.Pod) {
 		case <-l.ctx.Done():
 		}
 	}
-	delete(l.ended, key)
+	delete(l.rm.ended, key)
 	if l.halted {
 		// Started while the node is shut down: it starts nothing.
 		w.order = carriedOut()
 		w.core.setHalted(true)
 	}
 	l.workers[key] = w
-	l.removing[key] = p == nil
+	l.rm.removing[key] = p == nil && !leaving
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -372,6 +391,16 @@ func (l *loop) start(key pod.Key, p *pod.Pod) {
 		case <-l.ctx.Done():
 		}
 	}()
+}
+
+// adoptOrphans starts a leaving worker for each pod found at start with
+// no manifest, keeping what orders its stop: apply removes them with the
+// other pods that go, in order.
+func (l *loop) adoptOrphans(orphans map[pod.Key]pod.StopNeeds) {
+	for key, needs := range orphans {
+		l.rm.orphans[key] = needs
+		l.launch(key, nil, true)
+	}
 }
 
 // apply hands every worker its pod from a new desired set, starting
@@ -387,16 +416,16 @@ func (l *loop) apply(set []*pod.Pod) {
 	l.wantUIDs.Store(&uids)
 	for key, p := range want {
 		l.pods[key] = p
-		delete(l.held, key)
+		delete(l.rm.held, key)
 		if w, ok := l.workers[key]; !ok || !w.box.send(desiredMsg{p}) {
 			l.start(key, p)
 		}
-		l.removing[key] = false
+		l.rm.removing[key] = false
 		l.sendDeps(key)
 	}
 	var removed []pod.Key
 	for key := range l.workers {
-		if _, ok := want[key]; !ok && !l.removing[key] && l.held[key].before == nil {
+		if _, ok := want[key]; !ok && !l.rm.removing[key] && l.rm.held[key].before == nil {
 			removed = append(removed, key)
 		}
 	}
@@ -430,22 +459,25 @@ func (l *loop) exit(e pod.TaskExit) {
 }
 
 // remove has the pods of keys removed: each once the pods that stop before
-// it are gone (stopsBefore), or its hold runs out.
+// it are gone (stopGraph), or its hold runs out. A held pod starts
+// nothing meanwhile: its manifest is gone.
 func (l *loop) remove(keys []pod.Key) {
 	var stopping []pod.Key // the pods being removed, or about to be
 	for key := range l.workers {
-		if l.removing[key] || slices.Contains(keys, key) || l.held[key].before != nil {
+		if l.rm.removing[key] || slices.Contains(keys, key) || l.rm.held[key].before != nil {
 			stopping = append(stopping, key)
 		}
 	}
+	graph := stopGraph(stopping, l.needsOf)
 	now := time.Now()
 	for _, key := range keys {
-		before := stopsBefore(key, stopping, l.pods, l.book)
+		before := graph[key]
 		if len(before) == 0 {
 			l.tellRemove(key)
 			continue
 		}
-		l.held[key] = hold{before: before, until: now.Add(maxGrace(before, l.pods) + holdSlack)}
+		l.rm.held[key] = hold{before: before, until: now.Add(maxGrace(before, l.pods) + holdSlack)}
+		l.workers[key].box.send(leavingMsg{})
 		l.r.cfg.Logger.Info("pod stops after others", "pod", key.String(), "after", fmt.Sprint(before))
 	}
 	l.release()
@@ -453,7 +485,7 @@ func (l *loop) remove(keys []pod.Key) {
 
 // tellRemove tells the worker of key to remove its pod.
 func (l *loop) tellRemove(key pod.Key) {
-	delete(l.held, key)
+	delete(l.rm.held, key)
 	w, ok := l.workers[key]
 	if !ok {
 		return
@@ -462,7 +494,7 @@ func (l *loop) tellRemove(key pod.Key) {
 		delete(l.workers, key)
 		return
 	}
-	l.removing[key] = true
+	l.rm.removing[key] = true
 }
 
 // release removes the held pods whose turn came: those they waited for are
@@ -470,10 +502,10 @@ func (l *loop) tellRemove(key pod.Key) {
 func (l *loop) release() {
 	now := time.Now()
 	var next time.Time
-	for key, h := range l.held {
+	for key, h := range l.rm.held {
 		left := slices.DeleteFunc(slices.Clone(h.before), func(k pod.Key) bool {
 			_, ok := l.workers[k]
-			return !ok || l.removing[k] && l.ended[k]
+			return !ok || l.rm.removing[k] && l.rm.ended[k]
 		})
 		if len(left) == 0 || !now.Before(h.until) {
 			if len(left) > 0 {
@@ -482,22 +514,22 @@ func (l *loop) release() {
 			l.tellRemove(key)
 			continue
 		}
-		l.held[key] = hold{before: left, until: h.until}
+		l.rm.held[key] = hold{before: left, until: h.until}
 		if next.IsZero() || h.until.Before(next) {
 			next = h.until
 		}
 	}
-	l.holds.Stop()
+	l.rm.holds.Stop()
 	if !next.IsZero() {
-		l.holds.Reset(max(next.Sub(now), time.Millisecond))
+		l.rm.holds.Reset(max(next.Sub(now), time.Millisecond))
 	}
 }
 
 // noteEnded records that the processes of pod key, being removed, ended,
 // and releases the pods that waited for that.
 func (l *loop) noteEnded(key pod.Key) {
-	if l.removing[key] {
-		l.ended[key] = true
+	if l.rm.removing[key] {
+		l.rm.ended[key] = true
 		l.release()
 	}
 }
@@ -509,8 +541,9 @@ func (l *loop) gone(w *worker) {
 	}
 	delete(l.workers, w.key)
 	delete(l.pods, w.key)
-	delete(l.removing, w.key)
-	delete(l.ended, w.key)
+	delete(l.rm.removing, w.key)
+	delete(l.rm.ended, w.key)
+	delete(l.rm.orphans, w.key)
 	if l.book.ready[w.key] {
 		l.noteReady(w.key, false)
 	}
@@ -535,7 +568,7 @@ func (l *loop) noteReady(key pod.Key, ready bool) {
 // are Ready.
 func (l *loop) sendDeps(key pod.Key) {
 	w, ok := l.workers[key]
-	if p := l.pods[key]; ok && p != nil && len(p.After()) > 0 && !l.removing[key] {
+	if p := l.pods[key]; ok && p != nil && len(p.After()) > 0 && !l.rm.removing[key] {
 		w.box.send(depsMsg{depsOf(p, l.book)})
 	}
 }
@@ -565,11 +598,12 @@ func (l *loop) sweep() {
 	}()
 }
 
-// adopt looks at every container staticlet has in the runtime and starts a
-// removing worker for each pod that is no longer desired; desired pods are
-// adopted by their workers' first pass, which finds their containers
+// adopt looks at every container staticlet has in the runtime and returns
+// the pods that are no longer desired, with what orders their stops, read
+// from the labels of their newest container that has them; desired pods
+// are adopted by their workers' first pass, which finds their containers
 // running and leaves them be.
-func (r *Reconciler) adopt(ctx context.Context, desired []*pod.Pod, start func(pod.Key, *pod.Pod)) error {
+func (r *Reconciler) adopt(ctx context.Context, desired []*pod.Pod) (map[pod.Key]pod.StopNeeds, error) {
 	var recs []pod.Record
 	for {
 		var err error
@@ -580,7 +614,7 @@ func (r *Reconciler) adopt(ctx context.Context, desired []*pod.Pod, start func(p
 		r.cfg.Logger.Warn("listing containers for adoption; retrying", "err", err)
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, nil
 		case <-time.After(time.Second):
 		}
 	}
@@ -588,16 +622,28 @@ func (r *Reconciler) adopt(ctx context.Context, desired []*pod.Pod, start func(p
 	for _, p := range desired {
 		want[p.Key()] = true
 	}
-	orphans := map[pod.Key]bool{}
+	orphans := map[pod.Key]pod.StopNeeds{}
+	newest := map[pod.Key]time.Time{} // of the record orphans' needs come from
 	for _, rec := range recs {
-		if !want[rec.Pod] && !orphans[rec.Pod] {
-			orphans[rec.Pod] = true
-			r.cfg.Logger.Info("removing pod with no manifest", "pod", rec.Pod.String())
-			start(rec.Pod, nil)
+		if want[rec.Pod] {
+			continue
 		}
+		if _, ok := orphans[rec.Pod]; !ok {
+			orphans[rec.Pod] = pod.StopNeeds{}
+			r.cfg.Logger.Info("removing pod with no manifest", "pod", rec.Pod.String())
+		}
+		if rec.StopNeeds == "" || !rec.CreatedAt.After(newest[rec.Pod]) {
+			continue
+		}
+		needs, err := pod.ParseStopNeeds(rec.StopNeeds)
+		if err != nil {
+			r.cfg.Logger.Warn("reading what orders the stop of a pod with no manifest; it stops at once", "pod", rec.Pod.String(), "err", err)
+			continue
+		}
+		orphans[rec.Pod], newest[rec.Pod] = needs, rec.CreatedAt
 	}
 	if n := len(recs); n > 0 {
 		r.cfg.Logger.Info(fmt.Sprintf("found %d containers at start", n), "orphaned pods", len(orphans))
 	}
-	return nil
+	return orphans, nil
 }

@@ -136,6 +136,8 @@ func (w *worker) take() {
 			w.order = nil
 			w.core.setHalted(false)
 			w.pending = true
+		case leavingMsg:
+			w.core.setLeaving()
 		case pokeMsg:
 			w.pending = true
 		case depsMsg:

@@ -10,12 +10,16 @@ import (
 
 // podLabels are the labels every container of p carries.
 func podLabels(p *pod.Pod, kind pod.ContainerKind) map[string]string {
-	return map[string]string{
+	labels := map[string]string{
 		LabelPodName:      p.Name,
 		LabelPodNamespace: p.Namespace,
 		LabelPodUID:       string(p.UID),
 		LabelKind:         string(kind),
 	}
+	if needs := p.StopNeeds().String(); needs != "" {
+		labels[LabelStopNeeds] = needs
+	}
+	return labels
 }
 
 // recordFromLabels rebuilds what staticlet knew of a container when it
@@ -59,6 +63,8 @@ func recordFromLabels(id string, labels map[string]string, created time.Time) po
 		}
 	}
 	rec.OOMKilled = labels[LabelOOMKilled] == "true"
+	rec.StopNeeds = labels[LabelStopNeeds]
+	rec.Evicted = labels[LabelEvicted]
 	// A sandbox without a pause process is up from its creation; record
 	// tells when it is gone (sandboxGone).
 	if rec.Kind == pod.KindSandbox && labels[LabelPause] == pauseNone {

@@ -76,9 +76,11 @@ func TestRecordFromLabels(t *testing.T) {
 	// Labels written by podLabels read back.
 	p := &pod.Pod{Pod: &v1.Pod{}}
 	p.Name, p.Namespace, p.UID = "web-n", "ns", "uid"
+	p.Spec.HostNetwork = true
+	p.Spec.Containers = []v1.Container{{Name: "c", Command: []string{"app", "--etcd-servers=https://127.0.0.1:2379"}}}
 	got := recordFromLabels("id", podLabels(p, pod.KindSandbox), created)
-	if got.Pod != p.Key() || got.PodUID != "uid" || got.Kind != pod.KindSandbox {
-		t.Errorf("recordFromLabels(podLabels()) = %+v, want pod %s uid uid kind sandbox", got, p.Key())
+	if got.Pod != p.Key() || got.PodUID != "uid" || got.Kind != pod.KindSandbox || got.StopNeeds != "reaches=2379" {
+		t.Errorf("recordFromLabels(podLabels()) = %+v, want pod %s uid uid kind sandbox, stop needs reaches=2379", got, p.Key())
 	}
 }
 

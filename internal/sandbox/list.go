@@ -116,27 +116,35 @@ func (r *Runtime) AllContainers(ctx context.Context) ([]pod.Record, error) {
 func (r *Runtime) listAll(ctx context.Context) ([]pod.Record, error) {
 	ctx, cancel := r.call(ctx)
 	defer cancel()
-	resp, err := r.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("listing tasks: %w", err)
-	}
-	cs, err := r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelKind))
-	if err != nil {
-		return nil, fmt.Errorf("listing containers: %w", err)
-	}
-	if len(cs) == 0 {
-		return nil, nil
-	}
-	procs := make(map[string]*task.Process, len(resp.Tasks))
-	for _, t := range resp.Tasks {
-		// A task's ID is its container's; containerd 1.6 leaves ContainerID empty.
-		procs[t.ID] = t
+	cs, procs, err := r.listWithTasks(ctx)
+	if err != nil || len(cs) == 0 {
+		return nil, err
 	}
 	out := make([]pod.Record, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, r.record(ctx, c, procs[c.ID]))
 	}
 	return out, nil
+}
+
+// listWithTasks lists every container of staticlet's and every task, by
+// its container's ID, in that order (listAll says why). ctx has the
+// call's deadline.
+func (r *Runtime) listWithTasks(ctx context.Context) ([]containers.Container, map[string]*task.Process, error) {
+	resp, err := r.client.TaskService().List(ctx, &tasks.ListTasksRequest{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	cs, err := r.client.ContainerService().List(ctx, fmt.Sprintf("labels.%q", LabelKind))
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing containers: %w", err)
+	}
+	procs := make(map[string]*task.Process, len(resp.Tasks))
+	for _, t := range resp.Tasks {
+		// A task's ID is its container's; containerd 1.6 leaves ContainerID empty.
+		procs[t.ID] = t
+	}
+	return cs, procs, nil
 }
 
 // record is what container c and its task t (nil when it has none) say

@@ -81,6 +81,11 @@ const (
 	// node it was made in (the kernel's boot_id). Its pinned namespaces
 	// and its cgroup did not outlive that boot.
 	LabelBoot = labelPrefix + "sandbox.boot"
+	// LabelStopNeeds is what orders the stop of the container's pod among
+	// others (pod.StopNeeds, encoded), as its spec said when the
+	// container was made; absent when it needs nothing and serves no
+	// port.
+	LabelStopNeeds = labelPrefix + "stop.needs"
 	// LabelPins is on a sandbox without a pause process: the namespaces
 	// pinned for it (netns kinds, comma-separated; empty for none).
 	LabelPins = labelPrefix + "sandbox.pins"

@@ -28,6 +28,13 @@ type Image struct {
 	// or empty when staticlet did not get it itself.
 	Source  string    `json:"source,omitempty"`
 	Created time.Time `json:"created,omitzero"`
+	// LastUsed is when a container last used it, as image garbage
+	// collection last recorded; zero when never seen used.
+	LastUsed time.Time `json:"lastUsed,omitzero"`
+	// Kept are the reasons garbage collection keeps it whatever its age
+	// and the disk's usage ("in use", "manifest", "import file"); none
+	// when it may be removed.
+	Kept []string `json:"kept,omitempty"`
 }
 
 // ImportFile is the result of one file of the image import directory.

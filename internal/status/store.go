@@ -53,7 +53,11 @@ type Store struct {
 	manifests []Manifest
 	imports   []ImportFile
 	ready     bool
+	readyAt   time.Time
 	activity  string // what staticlet as a whole is doing, if anything special
+	// node and nodeConditions are the node of GET /node (see node.go).
+	node           v1.Node
+	nodeConditions []v1.NodeCondition
 }
 
 // NewStore returns an empty store that is not ready.
@@ -266,6 +270,9 @@ func cloneManifests(m []Manifest) []Manifest {
 func (s *Store) SetReady() {
 	s.mu.Lock()
 	was := s.ready
+	if !was {
+		s.readyAt = time.Now()
+	}
 	s.ready = true
 	s.mu.Unlock()
 	if !was {
@@ -282,7 +289,8 @@ func (s *Store) Ready() bool {
 
 // Summary returns a one-line summary for systemd's STATUS, such as
 // "5 pods: 4 running, 1 failed, 4 ready; 1 manifest error; 1 image import
-// error", prefixed with "starting: " until the store is ready.
+// error; DiskPressure", prefixed with "starting: " until the store is
+// ready; a node condition that is true (DiskPressure) ends it.
 func (s *Store) Summary() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -305,6 +313,9 @@ func (s *Store) Summary() string {
 	sum := summarize(pods, errs, s.ready)
 	if importErrs > 0 {
 		sum += "; " + plural(importErrs, "image import error", "image import errors")
+	}
+	for _, p := range s.pressureLocked() {
+		sum += "; " + p
 	}
 	if s.activity != "" {
 		return s.activity + "; " + sum

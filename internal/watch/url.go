@@ -334,6 +334,12 @@ func writeAtomic(path string, data []byte) error {
 		tmp.Close()
 		return err
 	}
+	// On disk before the rename: after a power cut the cache is what
+	// the pods are started from.
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}

@@ -92,8 +92,15 @@ func events(d *harness.Daemon, reason string) []pod.Event {
 // waitEvent waits for an event with reason whose message has text.
 func waitEvent(d *harness.Daemon, reason, text string) pod.Event {
 	d.T.Helper()
+	return waitEventWithin(d, 60*time.Second, reason, text)
+}
+
+// waitEventWithin waits up to timeout for an event with reason whose
+// message has text.
+func waitEventWithin(d *harness.Daemon, timeout time.Duration, reason, text string) pod.Event {
+	d.T.Helper()
 	var found pod.Event
-	harness.WaitFor(d.T, 60*time.Second, reason+" event with "+text, func() (bool, string) {
+	harness.WaitFor(d.T, timeout, reason+" event with "+text, func() (bool, string) {
 		for _, e := range events(d, reason) {
 			if strings.Contains(e.Message, text) {
 				found = e

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
 
@@ -47,11 +49,7 @@ func dependentPod(name, namespace, after, url, out string) string {
 	if after != "" {
 		annotations = fmt.Sprintf("  annotations:\n    staticlet.io/after: %s\n", after)
 	}
-	// Not wget -T: the timeout option crashes busybox 1.35's wget.
-	up := "timeout 2 wget -q -O /dev/null " + url
-	script := fmt.Sprintf(`if %[1]s; then echo up > /out/%[2]s.start; else echo down > /out/%[2]s.start; fi; `+
-		`trap 'if %[1]s; then echo up > /out/%[2]s.term; exit 0; fi; echo down > /out/%[2]s.term; while true; do sleep 1; done' TERM; `+
-		`: > %[3]s; while true; do sleep 1 & wait $!; done`, up, name, harness.TrappedFile)
+	script := dependentScript(name, url)
 	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:
@@ -70,6 +68,24 @@ metadata:
 `, name, namespace, annotations, script, out)
 }
 
+// dependentScript is the shell script of a dependentPod called name that
+// needs what answers at url.
+func dependentScript(name, url string) string {
+	// Not wget -T: the timeout option crashes busybox 1.35's wget.
+	up := "timeout 2 wget -q -O /dev/null " + url
+	return fmt.Sprintf(`if %[1]s; then echo up > /out/%[2]s.start; else echo down > /out/%[2]s.start; fi; `+
+		`trap 'if %[1]s; then echo up > /out/%[2]s.term; exit 0; fi; echo down > /out/%[2]s.term; while true; do sleep 1; done' TERM; `+
+		`: > %[3]s; while true; do sleep 1 & wait $!; done`, up, name, harness.TrappedFile)
+}
+
+// waitAllGone waits until the pods of names (metadata.name) are gone.
+func waitAllGone(d *harness.Daemon, names ...string) {
+	d.T.Helper()
+	for _, n := range names {
+		waitGone(d, n+"-"+harness.TestNode)
+	}
+}
+
 // readOut returns what a dependentPod wrote to out/name.
 func readOut(t *testing.T, out, name string) string {
 	t.Helper()
@@ -82,8 +98,8 @@ func readOut(t *testing.T, out, name string) string {
 
 // TestStartAndStopOrder: a pod that needs another starts once that one is
 // Ready (staticlet.io/after) and, when both are removed together, stops
-// first, while what it needs still answers; without the annotation, pods
-// removed together stop in the reverse of the order they became Ready.
+// first, while what it needs still answers; without the annotation, a pod
+// whose command names the port another serves stops first too.
 func TestStartAndStopOrder(t *testing.T) {
 	e := harness.NewEnv(t)
 	d := e.Start()
@@ -102,12 +118,7 @@ func TestStartAndStopOrder(t *testing.T) {
 		for _, n := range names {
 			e.Remove(n + ".yaml")
 		}
-		for _, n := range names {
-			harness.WaitFor(t, time.Minute, n+" gone", func() (bool, string) {
-				_, err := d.Pod(full(n))
-				return err != nil, fmt.Sprint(err)
-			})
-		}
+		waitAllGone(d, names...)
 	}
 
 	t.Run("after", func(t *testing.T) {
@@ -124,7 +135,7 @@ func TestStartAndStopOrder(t *testing.T) {
 			t.Errorf("the frontend found the backend %s at SIGTERM, want up: it stops first", got)
 		}
 	})
-	t.Run("ready order", func(t *testing.T) {
+	t.Run("by port", func(t *testing.T) {
 		port := harness.FreePort(t)
 		e.Write("db2.yaml", backendPod("db2", port))
 		up("db2")
@@ -132,7 +143,51 @@ func TestStartAndStopOrder(t *testing.T) {
 		up("api2")
 		gone("db2", "api2")
 		if got := read("api2.term"); got != "up" {
-			t.Errorf("the frontend found the backend %s at SIGTERM, want up: it became Ready last, so it stops first", got)
+			t.Errorf("the frontend found the backend %s at SIGTERM, want up: it names the backend's port, so it stops first", got)
 		}
 	})
+}
+
+// slowStopPod is a hostNetwork pod that needs 3s to exit after SIGTERM.
+func slowStopPod(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    command: [sh, -c, "trap 'sleep 3; exit 0' TERM; : > %s; while true; do sleep 1 & wait $!; done"]
+`, name, harness.TrappedFile)
+}
+
+// TestRemoveUnrelatedTogether: twelve pods that need 3s each to stop and
+// need nothing of each other, removed together, stop at once: none waits
+// for another. The time they took is logged (make bench measures it).
+func TestRemoveUnrelatedTogether(t *testing.T) {
+	e := harness.NewEnv(t)
+	d := e.Start()
+	var names []string
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("slow%d", i+1))
+		e.Write(names[i]+".yaml", slowStopPod(names[i]))
+	}
+	for _, n := range names {
+		p := d.WaitPod(n+"-"+harness.TestNode, time.Minute, n+" running", func(p *v1.Pod) bool {
+			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+		})
+		e.WaitTrapped(p)
+	}
+	removed := time.Now()
+	for _, n := range names {
+		e.Remove(n + ".yaml")
+	}
+	waitAllGone(d, names...)
+	t.Logf("twelve pods that need 3s to stop gone %.2fs after their manifests were removed", time.Since(removed).Seconds())
+	if out := d.Out.String(); strings.Contains(out, "stops after others") || strings.Contains(out, "not gone in time") {
+		t.Errorf("unrelated pods waited for each other to stop:\n%s", out)
+	}
 }

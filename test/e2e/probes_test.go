@@ -77,7 +77,13 @@ func podReady(p *v1.Pod) bool {
 // eventsOf returns the events of pod name with reason.
 func eventsOf(d *harness.Daemon, name, reason string) []pod.Event {
 	d.T.Helper()
-	events, err := d.Client().Events(d.T.Context(), "default/"+name)
+	return eventsOfKey(d, "default/"+name, reason)
+}
+
+// eventsOfKey returns the events of reason about pod key (namespace/name).
+func eventsOfKey(d *harness.Daemon, key, reason string) []pod.Event {
+	d.T.Helper()
+	events, err := d.Client().Events(d.T.Context(), key)
 	if err != nil {
 		d.T.Fatal(err)
 	}

@@ -18,7 +18,7 @@ type eventGroup struct {
 	count       int
 }
 
-type eventKey struct{ pod, typ, reason, container, message string }
+type eventKey struct{ pod, object, typ, reason, container, message string }
 
 // eventGroups aggregates events into groups, kept in the order of each
 // group's latest event.
@@ -33,7 +33,7 @@ func newEventGroups() *eventGroups {
 
 // add counts e in its group, moves the group last and returns it.
 func (g *eventGroups) add(e pod.Event) *eventGroup {
-	k := eventKey{e.Pod, e.Type, e.Reason, e.Container, e.Message}
+	k := eventKey{e.Pod, e.Object, e.Type, e.Reason, e.Container, e.Message}
 	a, ok := g.byKey[k]
 	if !ok {
 		a = &eventGroup{first: e.Time}
@@ -68,8 +68,21 @@ func eventLine(a *eventGroup, now time.Time) string {
 	if a.count > 1 {
 		seen = fmt.Sprintf("%s (x%d over %s)", seen, a.count, age(a.first, now))
 	}
-	_, name, _ := strings.Cut(a.e.Pod, "/")
-	return fmt.Sprintf("%s\t%s\t%s\tpod/%s\t%s", seen, a.e.Type, a.e.Reason, name, strings.TrimSpace(a.e.Message))
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", seen, a.e.Type, a.e.Reason, eventObject(a.e), strings.TrimSpace(a.e.Message))
+}
+
+// eventObject is the OBJECT column: the pod, else what a node-level event
+// names, else "node".
+func eventObject(e pod.Event) string {
+	switch {
+	case e.Pod != "":
+		_, name, _ := strings.Cut(e.Pod, "/")
+		return "pod/" + name
+	case e.Object != "":
+		return e.Object
+	default:
+		return "node"
+	}
 }
 
 // Events writes events (oldest first, as status.Store.Events returns them)

@@ -5,18 +5,26 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/staticlet/staticlet/internal/status"
 )
 
-// Images writes the images as a table: NAME ID SIZE SOURCE, the ID
-// shortened to 12 hex digits as crictl does; then, if some import file
-// failed, those files under FILE ERROR.
-func Images(w io.Writer, list *status.ImageList) error {
+// Images writes the images as a table: NAME ID SIZE SOURCE LAST-USED
+// KEPT, the ID shortened to 12 hex digits as crictl does, LAST-USED the
+// time since a container last used the image (relative to now), KEPT why
+// garbage collection keeps it; then, if some import file failed, those
+// files under FILE ERROR.
+func Images(w io.Writer, list *status.ImageList, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tID\tSIZE\tSOURCE")
+	fmt.Fprintln(tw, "NAME\tID\tSIZE\tSOURCE\tLAST-USED\tKEPT")
 	for _, img := range list.Images {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", img.Name, shortDigest(img.ID), humanSize(img.Size), sourceText(img.Source))
+		lastUsed := "never"
+		if !img.LastUsed.IsZero() {
+			lastUsed = age(img.LastUsed, now)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", img.Name, shortDigest(img.ID), humanSize(img.Size), sourceText(img.Source),
+			lastUsed, orNone(strings.Join(img.Kept, ",")))
 	}
 	var failed []status.ImportFile
 	for _, f := range list.Imports {

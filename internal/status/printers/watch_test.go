@@ -126,3 +126,23 @@ func TestEvents(t *testing.T) {
 		t.Errorf("EventWatch printed\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+// TestEventsOfTheNode: an event of no pod shows the object it names, else
+// the node.
+func TestEventsOfTheNode(t *testing.T) {
+	events := []pod.Event{
+		{Time: now.Add(-30 * time.Second), Object: "node/n1", Type: pod.EventNormal, Reason: "ImageGarbageCollected", Message: "Removed image x"},
+		{Time: now.Add(-20 * time.Second), Type: pod.EventNormal, Reason: "Imported", Message: "Imported x"},
+	}
+	var b bytes.Buffer
+	if err := Events(&b, events, now); err != nil {
+		t.Fatal(err)
+	}
+	want := `LAST SEEN   TYPE     REASON                  OBJECT    MESSAGE
+30s         Normal   ImageGarbageCollected   node/n1   Removed image x
+20s         Normal   Imported                node      Imported x
+`
+	if b.String() != want {
+		t.Errorf("Events() =\n%s\nwant\n%s", b.String(), want)
+	}
+}

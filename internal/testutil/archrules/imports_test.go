@@ -78,6 +78,7 @@ var rules = map[string]rule{
 	"internal/watch":           {product, []string{"internal/pod"}},
 	"internal/health":          {product, []string{"internal/pod"}},
 	"internal/filewatch":       {product, []string{"internal/pod"}},
+	"internal/storagelimit":    {product, []string{"internal/pod"}},
 	"internal/status":          {product, []string{"internal/pod"}},
 	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
 	"internal/sandbox":         {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/..."}},
@@ -115,6 +116,9 @@ var rules = map[string]rule{
 	"internal/logd":         {product, []string{"internal/logs", "internal/install"}},
 	"internal/install":      {product, nil},
 	"internal/nodeshutdown": {product, nil},
+	// Disk pressure on the filesystems of the root dir and the logs:
+	// statfs against the kubelet's thresholds.
+	"internal/diskpressure": {product, nil},
 	// The kubelet's config file (run --config), parsed and applied to
 	// the variables behind run's flags.
 	"internal/kubeletconfig": {product, nil},

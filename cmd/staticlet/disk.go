@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticlet/staticlet/internal/diskpressure"
+	"github.com/staticlet/staticlet/internal/logs"
+	"github.com/staticlet/staticlet/internal/status"
+)
+
+// logBudgetInterval is how often the pod logs are held to
+// --pod-logs-max-total, the kubelet's containerLogMonitorInterval.
+const logBudgetInterval = 10 * time.Second
+
+// parseLogBudget reads --pod-logs-max-total: a size in bytes, 0 for none.
+func parseLogBudget(s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("--pod-logs-max-total %q: %w", s, err)
+	}
+	n, ok := q.AsInt64()
+	if !ok || n < 0 {
+		return 0, fmt.Errorf("--pod-logs-max-total %q: want a size in bytes such as 1Gi, or 0 for no cap", s)
+	}
+	return n, nil
+}
+
+// runLogBudget holds the files under dir to max bytes in all, at once and
+// then every logBudgetInterval, until ctx ends. Without a budget it
+// returns at once.
+func runLogBudget(ctx context.Context, dir string, max int64, logger *slog.Logger) error {
+	if max <= 0 {
+		return nil
+	}
+	t := time.NewTicker(logBudgetInterval)
+	defer t.Stop()
+	for {
+		removed, err := logs.EnforceBudget(dir, max)
+		if err != nil {
+			logger.Warn("holding the pod logs to --pod-logs-max-total", "dir", dir, "err", err)
+		}
+		if len(removed) > 0 {
+			var bytes int64
+			for _, f := range removed {
+				bytes += f.Size
+			}
+			logger.Info("removed the oldest container log files over --pod-logs-max-total",
+				"files", len(removed), "bytes", bytes, "oldest", removed[0].Path)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// newDiskMonitor watches the filesystems of the root dir and the pod logs
+// for disk pressure, and keeps the node's DiskPressure condition in store.
+func newDiskMonitor(cfg runConfig, store *status.Store, logger *slog.Logger) *diskpressure.Monitor {
+	return diskpressure.New(diskpressure.Config{
+		Paths:   []string{cfg.rootDir, cfg.logs.dir},
+		Changed: func(s diskpressure.State) { store.SetNodeCondition(diskPressureCondition(s)) },
+		Logger:  logger,
+	})
+}
+
+// diskPressureCondition is the node condition for s, with the kubelet's
+// reasons and messages, the thresholds crossed added.
+func diskPressureCondition(s diskpressure.State) v1.NodeCondition {
+	c := v1.NodeCondition{
+		Type: v1.NodeDiskPressure, Status: v1.ConditionFalse,
+		Reason: "KubeletHasNoDiskPressure", Message: "staticlet has no disk pressure",
+		LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.NewTime(s.Since),
+	}
+	if s.Pressure {
+		c.Status, c.Reason = v1.ConditionTrue, "KubeletHasDiskPressure"
+		c.Message = "staticlet has disk pressure (pods are not evicted): " + s.Message
+	}
+	return c
+}
+
+// nodeObject is the node that GET /node shows, but for its conditions.
+func nodeObject(name string, started time.Time) v1.Node {
+	return v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(started)},
+		Status:     v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{KubeletVersion: version}},
+	}
+}

@@ -1,0 +1,103 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The Ready condition's reasons and messages, the kubelet's.
+const (
+	readyReason    = "KubeletReady"
+	notReadyReason = "KubeletNotReady"
+)
+
+// SetNode sets what the node object of GET /node says besides its
+// conditions: its name, its creation (when staticlet started) and its
+// info (kubeletVersion is staticlet's).
+func (s *Store) SetNode(n v1.Node) {
+	s.mu.Lock()
+	n.Status.Conditions = nil
+	s.node = n
+	s.mu.Unlock()
+	s.notify()
+}
+
+// SetNodeCondition sets the node condition of c's type, such as
+// DiskPressure. The transition time is kept while the status stays as
+// it was.
+func (s *Store) SetNodeCondition(c v1.NodeCondition) {
+	s.mu.Lock()
+	i := slices.IndexFunc(s.nodeConditions, func(have v1.NodeCondition) bool { return have.Type == c.Type })
+	if i < 0 {
+		s.nodeConditions = append(s.nodeConditions, c)
+	} else {
+		if s.nodeConditions[i].Status == c.Status {
+			c.LastTransitionTime = s.nodeConditions[i].LastTransitionTime
+		}
+		s.nodeConditions[i] = c
+	}
+	s.mu.Unlock()
+	s.notify()
+}
+
+// Node returns the node as a core/v1 Node: what SetNode set, with a Ready
+// condition (true once the store is ready) and the conditions
+// SetNodeCondition set, in the kubelet's order.
+func (s *Store) Node() *v1.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.node.DeepCopy()
+	n.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: notReadyReason,
+		Message: "staticlet is starting: the manifests or the first pass are not done", LastTransitionTime: n.CreationTimestamp}
+	if s.ready {
+		ready.Status, ready.Reason, ready.Message = v1.ConditionTrue, readyReason, "staticlet is running its pods"
+		ready.LastTransitionTime = metav1.NewTime(s.readyAt)
+	}
+	order := []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
+	conds := slices.Clone(s.nodeConditions)
+	slices.SortStableFunc(conds, func(a, b v1.NodeCondition) int {
+		return conditionRank(order, a.Type) - conditionRank(order, b.Type)
+	})
+	n.Status.Conditions = append(conds, ready)
+	return n
+}
+
+// conditionRank is t's place in order, after them all when not there.
+func conditionRank(order []v1.NodeConditionType, t v1.NodeConditionType) int {
+	if i := slices.Index(order, t); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+// pressureLocked names the node's conditions other than Ready that are
+// true, such as DiskPressure, for the summary.
+func (s *Store) pressureLocked() []string {
+	var out []string
+	for _, c := range s.nodeConditions {
+		if c.Type != v1.NodeReady && c.Status == v1.ConditionTrue {
+			out = append(out, string(c.Type))
+		}
+	}
+	return out
+}
+
+// node serves GET /node.
+func (s *Server) node(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Node())
+}
+
+// Node returns the node with its conditions (GET /node).
+func (c *Client) Node(ctx context.Context) (*v1.Node, error) {
+	var n v1.Node
+	if err := c.getJSON(ctx, "/node", &n); err != nil {
+		return nil, fmt.Errorf("getting the node: %w", err)
+	}
+	return &n, nil
+}

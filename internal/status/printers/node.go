@@ -1,0 +1,62 @@
+package printers
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Node writes n as kubectl's "get nodes" table: NAME STATUS AGE VERSION.
+// STATUS is Ready or NotReady, followed by each pressure condition that
+// is true ("Ready,DiskPressure"), which kubectl shows only in describe.
+func Node(w io.Writer, n *v1.Node, now time.Time) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NAME\tSTATUS\tAGE\tVERSION")
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, nodeStatus(n), age(n.CreationTimestamp.Time, now), orNone(n.Status.NodeInfo.KubeletVersion))
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing the node: %w", err)
+	}
+	return nil
+}
+
+// nodeStatus is the STATUS cell of n.
+func nodeStatus(n *v1.Node) string {
+	status := "Unknown"
+	var pressure []string
+	for _, c := range n.Status.Conditions {
+		switch {
+		case c.Type == v1.NodeReady && c.Status == v1.ConditionTrue:
+			status = "Ready"
+		case c.Type == v1.NodeReady:
+			status = "NotReady"
+		case c.Status == v1.ConditionTrue:
+			pressure = append(pressure, string(c.Type))
+		}
+	}
+	return strings.Join(append([]string{status}, pressure...), ",")
+}
+
+// DescribeNode writes n the way "kubectl describe node" starts: its name,
+// creation and conditions, each with when it last changed and why.
+func DescribeNode(w io.Writer, n *v1.Node, now time.Time) error {
+	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0), now: now}
+	d.line(0, "Name:\t%s\n", n.Name)
+	d.line(0, "CreationTimestamp:\t%s\n", timeString(n.CreationTimestamp))
+	d.line(0, "Conditions:\n")
+	d.line(1, "Type\tStatus\tLastTransitionTime\tReason\tMessage\n")
+	d.line(1, "----\t------\t------------------\t------\t-------\n")
+	for _, c := range n.Status.Conditions {
+		d.line(1, "%s \t%s \t%s \t%s \t%s\n", c.Type, c.Status, timeString(c.LastTransitionTime), c.Reason, c.Message)
+	}
+	if v := n.Status.NodeInfo.KubeletVersion; v != "" {
+		d.line(0, "Version:\t%s\n", v)
+	}
+	if err := d.tw.Flush(); err != nil {
+		return fmt.Errorf("describing node %s: %w", n.Name, err)
+	}
+	return nil
+}
