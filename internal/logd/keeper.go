@@ -179,7 +179,12 @@ func awaitListening(dir string, exited <-chan struct{}, deadline time.Time) (ok,
 		}
 		select {
 		case <-exited:
-			return listening(dir), true
+			// It found the lock taken. The holder may not have its PID in
+			// the lock file (a full disk): with the daemon started gone,
+			// the lock tells.
+			_, held, _ := daemonPID(dir)
+			_, err := os.Stat(SocketPath(dir))
+			return listening(dir) || held && err == nil, true
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
