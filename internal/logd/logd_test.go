@@ -468,10 +468,11 @@ func TestManyContainers(t *testing.T) {
 // TestDrainAfterForwarderGone: when a forwarder goes away while the
 // container's pipes stay open, the daemon reads them for Drain more, then
 // lets go of them (the writer sees EPIPE once nobody reads), and serves
-// the next container meanwhile.
+// the next container meanwhile. The drain is long enough that the write
+// after the kill lands within it on a busy machine.
 func TestDrainAfterForwarderGone(t *testing.T) {
 	h := newHarness(t, runtime.GOARCH)
-	h.daemon(Config{Drain: 300 * time.Millisecond})
+	h.daemon(Config{Drain: 3 * time.Second})
 	c := h.forwarder()
 	fmt.Fprintln(c.out, "before")
 	h.waitLines("stdout:before")
