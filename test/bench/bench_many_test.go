@@ -112,7 +112,8 @@ func (be *benchEnv) manyStaticlet(b *testing.B, n int) (up, down, clean time.Dur
 // sends each SIGTERM at once, and returns how long until all ran and were
 // gone; it removes them.
 func (be *benchEnv) manyRaw(b *testing.B, n int) (up, down time.Duration) {
-	ctx, cancel := context.WithTimeout(rawCtx(context.Background()), benchWait)
+	// Creating, starting, stopping and removing them all.
+	ctx, cancel := context.WithTimeout(rawCtx(context.Background()), 4*waitFor(n))
 	defer cancel()
 	markers := make([]string, n)
 	for i := range markers {

@@ -55,6 +55,14 @@ const rawNS = "rawbench"
 // benchWait bounds every wait of a benchmark; none is reached when things work.
 const benchWait = 30 * time.Second
 
+// benchWaitPer is how long, per pod or process, a wait on many of them
+// may take past benchWait: hundreds of pods take tens of seconds to start
+// or go on two busy cores.
+const benchWaitPer = 500 * time.Millisecond
+
+// waitFor bounds a wait on n pods, containers or processes.
+func waitFor(n int) time.Duration { return max(benchWait, time.Duration(n)*benchWaitPer) }
+
 // clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
 // 100 on every Linux architecture Go supports).
 const clockTick = 10 * time.Millisecond
@@ -81,6 +89,7 @@ func BenchmarkStaticlet(b *testing.B) {
 	b.Run("ManyAtOnce", be.benchMany)
 	b.Run("Footprint", be.benchFootprint)
 	b.Run("IdleCPU", be.benchIdleCPU)
+	b.Run("Hundreds", be.benchHundreds)
 	b.Run("ProbeCPU", be.benchProbeCPU)
 	b.Run("LivenessToRestart", be.benchLiveness)
 	be.printSummary()
@@ -248,11 +257,12 @@ func (be *benchEnv) remove(tb testing.TB, name string) {
 }
 
 // waitNoPods waits until staticlet lists no pod and no container of it is
-// left in containerd, so that the next iteration starts from nothing.
+// left in containerd, so that the next iteration starts from nothing; as
+// long as it takes the most pods a benchmark runs to go.
 func (be *benchEnv) waitNoPods(tb testing.TB) {
 	tb.Helper()
 	ctx := harness.NSCtx(context.Background())
-	harness.WaitFor(tb, benchWait, "every pod and container removed", func() (bool, string) {
+	harness.WaitFor(tb, waitFor(hundredsPods), "every pod and container removed", func() (bool, string) {
 		list, err := be.status.Pods(ctx)
 		if err != nil {
 			return false, err.Error()

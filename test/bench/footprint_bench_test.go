@@ -194,7 +194,7 @@ func (be *benchEnv) waitCounts(b *testing.B, ctx context.Context, pods, tasks in
 		}
 		return n == pods && listed == pods, fmt.Sprintf("%d listed, %d running, want %d", listed, n, pods)
 	})
-	harness.WaitFor(b, benchWait, fmt.Sprintf("%d tasks running", tasks), func() (bool, string) {
+	harness.WaitFor(b, waitFor(tasks), fmt.Sprintf("%d tasks running", tasks), func() (bool, string) {
 		pause, work, err := be.taskPIDs(ctx)
 		if err != nil {
 			return false, err.Error()

@@ -158,7 +158,8 @@ func (w *procWatch) waitMarker(tb testing.TB, marker string) (int, time.Time) {
 func (w *procWatch) waitMarkers(tb testing.TB, markers []string) ([]int, time.Time) {
 	tb.Helper()
 	defer w.close()
-	deadline := time.Now().Add(benchWait)
+	limit := waitFor(len(markers))
+	deadline := time.Now().Add(limit)
 	found := map[string]int{}
 	var last time.Time
 	match := func(pid int, at time.Time) {
@@ -174,7 +175,7 @@ func (w *procWatch) waitMarkers(tb testing.TB, markers []string) ([]int, time.Ti
 	}
 	for len(found) < len(markers) {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d of %d processes with their marker running after %s", len(found), len(markers), benchWait)
+			tb.Fatalf("%d of %d processes with their marker running after %s", len(found), len(markers), limit)
 		}
 		if w.fd < 0 {
 			w.scan(match)
@@ -217,7 +218,8 @@ func (w *procWatch) scan(match func(pid int, at time.Time)) {
 func (w *procWatch) waitGone(tb testing.TB, pids []int) time.Time {
 	tb.Helper()
 	defer w.close()
-	deadline := time.Now().Add(benchWait)
+	limit := waitFor(len(pids))
+	deadline := time.Now().Add(limit)
 	left := map[int]bool{}
 	for _, pid := range pids {
 		left[pid] = true
@@ -240,7 +242,7 @@ func (w *procWatch) waitGone(tb testing.TB, pids []int) time.Time {
 	check() // those gone before the watch began
 	for len(left) > 0 {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d of %d processes still run after %s", len(left), len(pids), benchWait)
+			tb.Fatalf("%d of %d processes still run after %s", len(left), len(pids), limit)
 		}
 		events, lost, err := w.next()
 		if err != nil {

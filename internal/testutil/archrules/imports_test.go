@@ -155,12 +155,13 @@ var rules = map[string]rule{
 	// The suites that run the built binary (go test only; each package is
 	// a doc.go and its tests): end to end against a private containerd,
 	// under systemd in nspawn machines, in a QEMU guest, and the
-	// benchmarks. Besides test helpers their tests read the product
+	// benchmarks and the soak. Besides test helpers their tests read the product
 	// packages below, for their types and to look behind staticlet.
 	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/...", "internal/cgroups", "internal/images", "internal/podnet/..."}},
 	"test/systemd": {tool, nil},
 	"test/vm":      {tool, nil},
 	"test/bench":   {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/..."}},
+	"test/soak":    {tool, []string{"internal/sandbox/procfs"}},
 }
 
 // listed is a package as `go list -json` describes it.
