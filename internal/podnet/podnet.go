@@ -82,9 +82,11 @@ func New(rootDir string, cfg *Config, logger *slog.Logger) (*Network, error) {
 	}
 	if slices.ContainsFunc(cfg.CIDRs, func(p netip.Prefix) bool { return p.Addr().Is4() }) {
 		// hostPorts on 127.0.0.1, as the kubelet's portmap plugin has them.
+		// A node that will not let the setting change (a read-only
+		// /proc/sys, in a container) still runs pods: only that goes.
 		changed, err := netns.EnableRouteLocalnet(cfg.HostNS, cfg.Bridge)
 		if err != nil {
-			return nil, fmt.Errorf("pod network: %w", err)
+			logger.Warn("hostPorts will not answer on 127.0.0.1", "err", err)
 		}
 		for _, f := range changed {
 			logger.Info("let hostPorts answer on 127.0.0.1", "sysctl", f)

@@ -116,9 +116,17 @@ func TestSystemdNodeShutdown(t *testing.T) {
 		}
 	}
 	// A shutdown as planned, the bus and staticlet stopped after the
-	// pods, is nothing to warn about.
-	if warnings := journal("-t", "staticlet", "-p", "warning"); warnings != "" {
-		t.Errorf("staticlet's journal has warnings:\n%s", warnings)
+	// pods, is nothing to warn about. The machine's /proc/sys is
+	// read-only, as nspawn mounts it: that hostPorts do not answer on
+	// 127.0.0.1 there is said, and is no part of the shutdown.
+	var warnings []string
+	for _, line := range strings.Split(strings.TrimSpace(journal("-t", "staticlet", "-p", "warning")), "\n") {
+		if line != "" && !strings.Contains(line, "hostPorts will not answer on 127.0.0.1") {
+			warnings = append(warnings, line)
+		}
+	}
+	if len(warnings) > 0 {
+		t.Errorf("staticlet's journal has warnings:\n%s", strings.Join(warnings, "\n"))
 	}
 }
 
