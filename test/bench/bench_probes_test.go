@@ -21,10 +21,11 @@ import (
 const probeBenchPods = 50
 
 // probeBenchManifest is a hostNetwork pod serving WWW with busybox httpd
-// on 127.0.0.1:PORT, probed by httpGet every PERIOD seconds from a second
-// after its start (httpd binds its port a moment after the container
-// starts, and a probe before that fails: with failureThreshold 1, a
-// restart); it exits at once on SIGTERM.
+// on 127.0.0.1:PORT, probed by httpGet every PERIOD seconds once its
+// startup probe found it serving (httpd binds its port a moment after the
+// container starts, longer on a busy machine, and a liveness probe before
+// that fails: with failureThreshold 1, a restart); it exits at once on
+// SIGTERM.
 const probeBenchManifest = `apiVersion: v1
 kind: Pod
 metadata:
@@ -36,6 +37,10 @@ spec:
   - name: web
     image: localhost/busybox:test
     command: [sh, -c, "trap 'exit 0' TERM; httpd -f -p 127.0.0.1:PORT -h WWW & wait"]
+    startupProbe:
+      httpGet: {path: /healthz, port: PORT}
+      periodSeconds: 1
+      failureThreshold: 60
     livenessProbe:
       httpGet: {path: /healthz, port: PORT}
       initialDelaySeconds: 1
@@ -237,12 +242,13 @@ func (be *benchEnv) benchLiveness(b *testing.B) {
 		name := fmt.Sprintf("liveness%d", n)
 		full := name + "-" + harness.TestNode
 		www, _ := be.probeBenchPod(b, name, 1)
-		harness.WaitFor(b, benchWait, full+" running", func() (bool, string) {
+		harness.WaitFor(b, benchWait, full+" running, its startup probe passed", func() (bool, string) {
 			p, err := be.status.Pod(ctx, full)
 			if err != nil {
 				return false, err.Error()
 			}
-			return harness.Running(p), harness.Describe(p)
+			cs := p.Status.ContainerStatuses
+			return harness.Running(p) && len(cs) == 1 && cs[0].Started != nil && *cs[0].Started, harness.Describe(p)
 		})
 		if err := os.Remove(filepath.Join(www, "healthz")); err != nil {
 			b.Fatal(err)
