@@ -138,6 +138,17 @@ func TestObjectVolumesAndEnv(t *testing.T) {
 			t.Errorf("%s links to %q (%v), want %q", path, got, err, want)
 		}
 	}
+	// The volumes' directories are the kubelet's: an emptyDir's, 0777 on
+	// disk, 1777 on tmpfs.
+	for path, want := range map[string]os.FileMode{
+		"/etc/app":   os.ModeDir | 0o777,
+		"/etc/creds": os.ModeDir | os.ModeSticky | 0o777,
+		"/etc/proj":  os.ModeDir | os.ModeSticky | 0o777,
+	} {
+		if fi, err := os.Stat(root + path); err != nil || fi.Mode() != want {
+			t.Errorf("%s in the container has mode %v (%v), want %v", path, fi.Mode(), err, want)
+		}
+	}
 	if _, err := os.Stat(root + "/etc/creds/user"); !os.IsNotExist(err) {
 		t.Errorf("stat /etc/creds/user: %v, want none: the volume names only password", err)
 	}

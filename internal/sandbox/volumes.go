@@ -92,16 +92,21 @@ func apiVolumeDir(podDir string, v *v1.Volume) (string, bool) {
 }
 
 // writeAPIVolume writes the files of volume v of p into dir as the
-// kubelet does: through the atomic ..data layout (writeVolumeFiles), the
-// files of secret and projected volumes on a tmpfs mounted on dir first,
-// so that their values never touch a disk. An error is a
+// kubelet does: through the atomic ..data layout (writeVolumeFiles), in a
+// directory made as the emptyDir the kubelet wraps such a volume in, for
+// secret and projected volumes a tmpfs mounted on dir first, so that
+// their values never touch a disk. An error is a
 // pod.WaitingError (CreateContainerConfigError) worded as the kubelet's
 // mount failures; it quotes no value. When the files cannot be made
 // (a missing ConfigMap, say), dir keeps those it had.
 func (r *Runtime) writeAPIVolume(p *pod.Pod, v *v1.Volume, dir string) error {
 	files, _, err := spec.VolumeFiles(p, v, r.node)
-	if err == nil && spec.VolumeOnTmpfs(v) {
-		err = r.prepareEmptyDir(p, &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}, dir)
+	if err == nil {
+		wrapped := &v1.EmptyDirVolumeSource{}
+		if spec.VolumeOnTmpfs(v) {
+			wrapped.Medium = v1.StorageMediumMemory
+		}
+		err = r.prepareEmptyDir(p, wrapped, dir)
 	}
 	if err == nil {
 		err = writeVolumeFiles(dir, files, spec.FSGroup(p))
