@@ -465,3 +465,78 @@ func filesOnDisk(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// waitingPods are two pods that need ConfigMap late: envwait through an
+// env variable, volwait through a volume.
+const waitingPods = `apiVersion: v1
+kind: Pod
+metadata:
+  name: envwait
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    env: [{name: LEVEL, valueFrom: {configMapKeyRef: {name: late, key: level}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: volwait
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    volumeMounts: [{name: conf, mountPath: /etc/late}]
+  volumes:
+  - {name: conf, configMap: {name: late}}
+`
+
+// TestObjectsMissingConfigMap: pods whose ConfigMap is missing wait with
+// CreateContainerConfigError and an event naming it (and the key), their
+// starts backing off, and start as soon as the ConfigMap's file appears,
+// without waiting out that backoff.
+func TestObjectsMissingConfigMap(t *testing.T) {
+	e := harness.NewEnv(t)
+	d := e.Start()
+	e.Write("pods.yaml", waitingPods)
+	pods := map[string]string{ // the text each one's message has
+		"envwait-" + harness.TestNode: `configmap "late" not found`,
+		"volwait-" + harness.TestNode: `configmap "late" not found`,
+	}
+	for name, text := range pods {
+		d.WaitPod(name, time.Minute, name+" waiting for its ConfigMap", func(p *v1.Pod) bool {
+			w := p.Status.ContainerStatuses[0].State.Waiting
+			return p.Status.Phase == v1.PodPending && w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, text)
+		})
+	}
+	// Each start that failed counts; the next is 16 s after the fifth
+	// (1 s doubling from the second).
+	for name, text := range pods {
+		if evs := eventsOf(d, name, "Failed"); len(evs) == 0 || evs[0].Type != "Warning" || !strings.Contains(evs[0].Message, text) {
+			t.Errorf("events Failed of %s: %+v, want a warning with %q", name, evs, text)
+		}
+		harness.WaitFor(t, time.Minute, name+" tried five times", func() (bool, string) {
+			n := len(eventsOf(d, name, "Pulled"))
+			return n >= 5, fmt.Sprintf("%d tries", n)
+		})
+	}
+
+	e.Write("late.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: late}\ndata: {level: debug}\n")
+	written := time.Now()
+	for name := range pods {
+		p := d.WaitPod(name, 10*time.Second, name+" running once its ConfigMap is there", harness.Running)
+		t.Logf("%s running %s after the ConfigMap's file was written", name, time.Since(written).Round(time.Millisecond))
+		pid := containerPid(t, e, p, "main")
+		if name == "envwait-"+harness.TestNode {
+			if got := environOf(t, pid)["LEVEL"]; got != "debug" {
+				t.Errorf("$LEVEL in %s = %q, want debug", name, got)
+			}
+		} else if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/late/level", pid)); string(b) != "debug" {
+			t.Errorf("/etc/late/level in %s = %q (%v), want debug", name, b, err)
+		}
+	}
+}
