@@ -19,6 +19,16 @@ import (
 	"github.com/staticlet/staticlet/internal/testutil/harness"
 )
 
+// mainSleeper is the spec of a pod whose container main sleeps until
+// SIGTERM; the fields of that container follow it.
+const mainSleeper = `spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+`
+
 // podmanApp is a file as podman kube play takes it: a ConfigMap, a Secret
 // and the Pod that uses them, one document each. GREETING is the
 // ConfigMap's greeting; PASSWORD and TOKEN64 (base64) the Secret's.
@@ -45,13 +55,7 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: app
-spec:
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: main
-    image: localhost/busybox:test
-    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    envFrom:
+` + mainSleeper + `    envFrom:
     - {prefix: CFG_, configMapRef: {name: app-config}}
     - {prefix: SEC_, secretRef: {name: app-secret}}
     env:
@@ -263,13 +267,7 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: vault
-spec:
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: main
-    image: localhost/busybox:test
-    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    envFrom: [{prefix: V_, secretRef: {name: vault}}]
+` + mainSleeper + `    envFrom: [{prefix: V_, secretRef: {name: vault}}]
     env: [{name: PASSWORD, valueFrom: {secretKeyRef: {name: vault, key: password}}}]
     volumeMounts: [{name: creds, mountPath: /etc/creds}]
   volumes:
@@ -279,13 +277,7 @@ apiVersion: v1
 kind: Pod
 metadata:
   name: broken
-spec:
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: main
-    image: localhost/busybox:test
-    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    env: [{name: NOPE, valueFrom: {secretKeyRef: {name: vault, key: nokey}}}]
+` + mainSleeper + `    env: [{name: NOPE, valueFrom: {secretKeyRef: {name: vault, key: nokey}}}]
 `
 
 // TestObjectsSecretStaysSecret plants secret values (in the manifest, in
@@ -472,25 +464,13 @@ const waitingPods = `apiVersion: v1
 kind: Pod
 metadata:
   name: envwait
-spec:
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: main
-    image: localhost/busybox:test
-    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    env: [{name: LEVEL, valueFrom: {configMapKeyRef: {name: late, key: level}}}]
+` + mainSleeper + `    env: [{name: LEVEL, valueFrom: {configMapKeyRef: {name: late, key: level}}}]
 ---
 apiVersion: v1
 kind: Pod
 metadata:
   name: volwait
-spec:
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: main
-    image: localhost/busybox:test
-    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
-    volumeMounts: [{name: conf, mountPath: /etc/late}]
+` + mainSleeper + `    volumeMounts: [{name: conf, mountPath: /etc/late}]
   volumes:
   - {name: conf, configMap: {name: late}}
 `
