@@ -520,3 +520,90 @@ func TestObjectsMissingConfigMap(t *testing.T) {
 		}
 	}
 }
+
+// lbPod restarts container main when ConfigMap lb-config, which its
+// volume conf holds, changes; container side mounts nothing.
+const lbPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: lb
+  annotations: {staticlet.io/restart-on-change: conf}
+spec:
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: [sh, -c, "cat /etc/lb/lb.cfg; echo; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    volumeMounts:
+    - {name: conf, mountPath: /etc/lb}
+    - {name: frozen, mountPath: /etc/frozen}
+  - name: side
+    image: localhost/busybox:test
+    command: [sh, -c, "trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+  volumes:
+  - {name: conf, configMap: {name: lb-config}}
+  - {name: frozen, configMap: {name: frozen}}
+`
+
+// TestObjectsRestartOnChange: restart-on-change naming a configMap volume
+// restarts the container that mounts it when the ConfigMap is edited, and
+// no other; an edit of an immutable ConfigMap is refused with an error on
+// its file, and the value in force stays.
+func TestObjectsRestartOnChange(t *testing.T) {
+	e := harness.NewEnv(t)
+	d := e.Start()
+	config := func(backend string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lb-config}\ndata:\n  lb.cfg: backend " + backend + "\n"
+	}
+	frozen := func(level string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: frozen}\nimmutable: true\ndata: {level: " + level + "}\n"
+	}
+	e.Write("config.yaml", config("one"))
+	e.Write("frozen.yaml", frozen("one"))
+	e.Write("lb.yaml", lbPod)
+	name := "lb-" + harness.TestNode
+	p := d.WaitPod(name, time.Minute, "lb running", harness.Running)
+	side := statusOf(p, "side").ContainerID
+
+	e.Write("config.yaml", config("two"))
+	p = d.WaitPod(name, time.Minute, "main restarted", func(p *v1.Pod) bool {
+		return harness.Running(p) && statusOf(p, "main").RestartCount == 1
+	})
+	if cs := statusOf(p, "side"); cs.ContainerID != side || cs.RestartCount != 0 {
+		t.Errorf("side: %s, restartCount %d; want %s, never restarted: it mounts no watched volume", cs.ContainerID, cs.RestartCount, side)
+	}
+	told := false
+	for _, ev := range eventsOf(d, name, "Killing") {
+		told = told || (ev.Container == "main" && strings.Contains(ev.Message, "lb-config"))
+	}
+	if !told {
+		t.Errorf("no Killing event of main naming lb-config among %+v", eventsOf(d, name, "Killing"))
+	}
+	harness.WaitFor(t, 10*time.Second, "main's log to show the new file", func() (bool, string) {
+		logs, err := d.CLI("logs", name, "-c", "main")
+		return err == nil && strings.Contains(logs, "backend two"), logs
+	})
+
+	// An immutable ConfigMap's edit: refused, its file in error, the
+	// old value in the container.
+	e.Write("frozen.yaml", frozen("two"))
+	harness.WaitFor(t, time.Minute, "the refusal on frozen.yaml", func() (bool, string) {
+		out, _ := d.CLI("get", "manifests")
+		return strings.Contains(out, "frozen.yaml") && strings.Contains(out, "immutable"), out
+	})
+	// A pass after the refusal: another edit of lb-config, seen through
+	// its file, shows what the pod holds now.
+	e.Write("config.yaml", config("three"))
+	p = d.WaitPod(name, time.Minute, "main restarted again", func(p *v1.Pod) bool {
+		return harness.Running(p) && statusOf(p, "main").RestartCount == 2
+	})
+	for _, ev := range eventsOf(d, name, "Killing") {
+		if !strings.Contains(ev.Message, "lb-config") {
+			t.Errorf("Killing event %q: want only restarts for lb-config", ev.Message)
+		}
+	}
+	pid := containerPid(t, e, p, "main")
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/frozen/level", pid)); string(b) != "one" {
+		t.Errorf("/etc/frozen/level = %q (%v), want one: the edit of an immutable ConfigMap is refused", b, err)
+	}
+}
