@@ -58,6 +58,8 @@ type Store struct {
 	// node and nodeConditions are the node of GET /node (see node.go).
 	node           v1.Node
 	nodeConditions []v1.NodeCondition
+	// objects are the ConfigMaps and Secrets in force (see objects.go).
+	objects objectSet
 }
 
 // NewStore returns an empty store that is not ready.
