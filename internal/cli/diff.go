@@ -39,7 +39,14 @@ func diffCommand() *cobra.Command {
 		Long: `diff tells, before a manifest is saved into the manifest directory, what the
 running staticlet would do with it: for each pod, nothing, restart these
 containers, replace the pod (naming the pod-level fields that changed),
-add or remove, followed by a unified diff of the pod as it would run.
+add or remove, followed by a unified diff of the pod as it would run. For
+each ConfigMap and Secret: nothing, add, remove or change, with each key
+added, removed or whose value changes (with its size), and how the change
+reaches the pods that use it: no pod is replaced for it, a mounted
+volume's files change in place, env takes the new values at a
+container's next restart (a volume that staticlet.io/restart-on-change
+names restarts its containers). A ConfigMap's values are shown as a
+unified diff; a Secret's never are.
 
 It asks the running staticlet (its status socket) what runs and which
 manifest file defines which pods, decodes the new file with the daemon's
@@ -84,6 +91,8 @@ type liveState struct {
 	// sources are the snapshots the daemon's sources last sent, as far
 	// as the status API tells: each file with the pods in force from it.
 	sources []watch.Snapshot
+	// objects are the ConfigMaps and Secrets in force.
+	objects *objectsDiff
 }
 
 // podChange is the decision for one pod, with the text of the pod before
@@ -121,13 +130,19 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		return filepath.Join(now.dir, filepath.Base(file))
 	}
 	opts := pod.Options{NodeName: now.nodeName, SourceKind: pod.SourceFile, Seen: time.Now()}
+	newObjects := map[string][]*pod.Object{} // manifest path -> the objects its new file defines
 	decode := func(file string, data []byte) ([]*pod.Pod, error) {
 		// Errors name the file as given; the pods get the identity they
 		// would have in the manifest directory.
-		if _, err := pod.Decode(file, data, opts); err != nil {
+		if _, err := pod.DecodeFile(file, data, opts); err != nil {
 			return nil, err
 		}
-		return pod.Decode(target(file), data, opts)
+		m, err := pod.DecodeFile(target(file), data, opts)
+		if err != nil {
+			return nil, err
+		}
+		newObjects[target(file)] = m.Objects
+		return m.Pods, nil
 	}
 	snap := watch.ReadOnce(path, decode)
 	if snap.Err != nil {
@@ -160,7 +175,17 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		}
 	}
 	changes := now.compare(afterPods, touched, after, given)
+	objectsInForce, objErrs := now.objects.inForce(after, touched, newObjects, given)
+	errs = append(errs, objErrs...)
+	objChanges, err := now.objects.compare(ctx, objectsInForce, touched, afterPods, now.pods)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
 	n, err := writeChanges(out, changes)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	nObjects, err := writeObjectChanges(out, objChanges, given)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -169,6 +194,9 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 			fmt.Fprintln(errOut, strings.TrimSpace(err.Error()))
 		}
 		return &exitError{code: 2, err: fmt.Errorf("%d manifest error(s)", len(errs))}
+	}
+	if nObjects > 0 {
+		return &exitError{code: 1, raw: true, err: fmt.Errorf("%d pod(s) and %d ConfigMap(s) or Secret(s) would change", n, nObjects)}
 	}
 	if n > 0 {
 		return &exitError{code: 1, raw: true, err: fmt.Errorf("%d pod(s) would change", n)}
@@ -217,6 +245,9 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 		}
 		src := &r.sources[len(r.sources)-1]
 		src.Files = append(src.Files, file)
+	}
+	if r.objects, err = newObjectsDiff(ctx, c); err != nil {
+		return nil, err
 	}
 	if r.nodeName == "" {
 		if r.nodeName, err = os.Hostname(); err != nil {
