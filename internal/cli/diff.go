@@ -130,19 +130,13 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		return filepath.Join(now.dir, filepath.Base(file))
 	}
 	opts := pod.Options{NodeName: now.nodeName, SourceKind: pod.SourceFile, Seen: time.Now()}
-	newObjects := map[string][]*pod.Object{} // manifest path -> the objects its new file defines
-	decode := func(file string, data []byte) ([]*pod.Pod, error) {
+	decode := func(file string, data []byte) (*pod.Manifest, error) {
 		// Errors name the file as given; the pods get the identity they
 		// would have in the manifest directory.
 		if _, err := pod.DecodeFile(file, data, opts); err != nil {
 			return nil, err
 		}
-		m, err := pod.DecodeFile(target(file), data, opts)
-		if err != nil {
-			return nil, err
-		}
-		newObjects[target(file)] = m.Objects
-		return m.Pods, nil
+		return pod.DecodeFile(target(file), data, opts)
 	}
 	snap := watch.ReadOnce(path, decode)
 	if snap.Err != nil {
@@ -162,11 +156,11 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 			continue
 		}
 		given[to] = file.Path
-		targets = append(targets, watch.FileResult{Path: to, Pods: file.Pods})
+		targets = append(targets, watch.FileResult{Path: to, Pods: file.Pods, Objects: file.Objects})
 	}
 	after, touched := now.replace(targets, f.prune && info.IsDir())
-	// The daemon's own rules for a pod defined twice and for pods that
-	// wait for each other. The running files carry no error (their pods
+	// The daemon's own rules for a pod or an object defined twice and for
+	// pods that wait for each other. The running files carry no error (their pods
 	// are the ones in force), so an error here is one the change makes.
 	afterPods, afterFiles := desired.Combine(after)
 	for _, file := range afterFiles {
@@ -175,9 +169,7 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		}
 	}
 	changes := now.compare(afterPods, touched, after, given)
-	objectsInForce, objErrs := now.objects.inForce(after, touched, newObjects, given)
-	errs = append(errs, objErrs...)
-	objChanges, err := now.objects.compare(ctx, objectsInForce, touched, afterPods, now.pods)
+	objChanges, err := now.objects.compare(ctx, now.objects.inForce(afterFiles, touched), touched, afterPods, now.pods)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -224,6 +216,9 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 			r.nodeName = p.Spec.NodeName
 		}
 	}
+	if r.objects, err = newObjectsDiff(ctx, c); err != nil {
+		return nil, err
+	}
 	for _, m := range ms {
 		if dir, ok := strings.CutPrefix(m.Source, "dir:"); ok {
 			r.dir = dir
@@ -243,11 +238,13 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 				r.pods[rp.Key()] = rp
 			}
 		}
+		for _, key := range m.Objects {
+			if o := r.objects.apiObject(key); o != nil {
+				file.Objects = append(file.Objects, o)
+			}
+		}
 		src := &r.sources[len(r.sources)-1]
 		src.Files = append(src.Files, file)
-	}
-	if r.objects, err = newObjectsDiff(ctx, c); err != nil {
-		return nil, err
 	}
 	if r.nodeName == "" {
 		if r.nodeName, err = os.Hostname(); err != nil {

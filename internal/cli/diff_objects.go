@@ -117,30 +117,19 @@ func sourceFile(source string) string {
 // readRunningObjects asks the running staticlet for the ConfigMaps and
 // Secrets in force. A staticlet that serves none (one older than them)
 // has none.
-func readRunningObjects(ctx context.Context, c *status.Client) ([]*objectView, error) {
+func readRunningObjects(ctx context.Context, c *status.Client) (*v1.ConfigMapList, *v1.SecretList, error) {
 	cms, err := c.ConfigMaps(ctx, "")
 	if errors.Is(err, status.ErrNotFound) {
-		return nil, nil
+		return &v1.ConfigMapList{}, &v1.SecretList{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	secrets, err := c.Secrets(ctx, "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []*objectView
-	for i := range cms.Items {
-		out = append(out, runningConfigMapView(&cms.Items[i]))
-	}
-	for i := range secrets.Items {
-		v, err := runningSecretView(&secrets.Items[i])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
+	return cms, secrets, nil
 }
 
 // objectChange is what would happen to one ConfigMap or Secret.
@@ -157,83 +146,70 @@ func (c *objectChange) changed() bool { return len(c.lines) > 0 }
 type objectsDiff struct {
 	c         *status.Client
 	digestKey []byte
-	running   []*objectView
+	// running are the objects in force, by key; api the same as the
+	// status API serves them, as pod.Objects (a Secret's without data),
+	// for the daemon's rule on objects defined twice, by ObjectKey.String.
+	running map[pod.ObjectKey]*objectView
+	api     map[string]*pod.Object
 }
 
 // newObjectsDiff reads the objects in force from the running staticlet,
 // and picks the run's digest key.
 func newObjectsDiff(ctx context.Context, c *status.Client) (*objectsDiff, error) {
-	running, err := readRunningObjects(ctx, c)
+	cms, secrets, err := readRunningObjects(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+	d := &objectsDiff{c: c, digestKey: make([]byte, 32), running: map[pod.ObjectKey]*objectView{}, api: map[string]*pod.Object{}}
+	if _, err := rand.Read(d.digestKey); err != nil {
 		return nil, fmt.Errorf("picking a digest key: %w", err)
 	}
-	return &objectsDiff{c: c, digestKey: key, running: running}, nil
+	for i := range cms.Items {
+		v := runningConfigMapView(&cms.Items[i])
+		d.running[v.key] = v
+		d.api[v.key.String()] = &pod.Object{ConfigMap: &cms.Items[i], Source: v.file}
+	}
+	for i := range secrets.Items {
+		v, err := runningSecretView(&secrets.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		d.running[v.key] = v
+		d.api[v.key.String()] = &pod.Object{Secret: &secrets.Items[i], Source: v.file}
+	}
+	return d, nil
 }
 
-// inForce returns the objects that would be in force with the sources
-// after, files of touched paths defining newObjs (path -> objects), the
-// others what they define now; an object defined twice is in force from
-// the source whose name sorts first, then the path that sorts first, as a
-// pod. It returns the errors of the definitions ignored, naming the file
-// given for a path.
-func (d *objectsDiff) inForce(after []watch.Snapshot, touched map[string]bool, newObjs map[string][]*pod.Object, given map[string]string) (map[pod.ObjectKey]*objectView, []error) {
-	runningOf := map[string][]*objectView{}
-	for _, v := range d.running {
-		runningOf[v.file] = append(runningOf[v.file], v)
-	}
-	snaps := slices.Clone(after)
-	slices.SortStableFunc(snaps, func(a, b watch.Snapshot) int { return cmp.Compare(a.Source, b.Source) })
+// apiObject returns the running object of key ("configmap/ns/name"), nil
+// when there is none.
+func (d *objectsDiff) apiObject(key string) *pod.Object { return d.api[key] }
+
+// inForce returns the objects in force after the change, from files as
+// the daemon's rules merged them: those of a touched path from its new
+// file, the others as they run.
+func (d *objectsDiff) inForce(files []watch.FileResult, touched map[string]bool) map[pod.ObjectKey]*objectView {
 	out := map[pod.ObjectKey]*objectView{}
-	seen := map[string]bool{}
-	var errs []error
-	add := func(path string, views []*objectView) {
-		for _, v := range views {
-			if first, dup := out[v.key]; dup {
-				errs = append(errs, fmt.Errorf("%s: %s", cmp.Or(given[path], path), duplicateObject(v.key, first.file)))
-				continue
+	for _, f := range files {
+		for _, o := range f.Objects {
+			switch {
+			case touched[f.Path]:
+				out[o.Key()] = newObjectView(o, d.digestKey)
+			case d.running[o.Key()] != nil:
+				out[o.Key()] = d.running[o.Key()]
 			}
-			out[v.key] = v
 		}
 	}
-	for _, s := range snaps {
-		files := slices.Clone(s.Files)
-		slices.SortFunc(files, func(a, b watch.FileResult) int { return cmp.Compare(a.Path, b.Path) })
-		for _, f := range files {
-			seen[f.Path] = true
-			if !touched[f.Path] {
-				add(f.Path, runningOf[f.Path])
-				continue
-			}
-			var views []*objectView
-			for _, o := range newObjs[f.Path] {
-				views = append(views, newObjectView(o, d.digestKey))
-			}
-			add(f.Path, views)
-		}
-	}
-	// Objects of files the status API does not list stay as they are.
-	for _, v := range d.running {
-		if !seen[v.file] && !touched[v.file] {
-			add(v.file, []*objectView{v})
-		}
-	}
-	return out, errs
+	return out
 }
 
 // compare decides for each object of a touched file, before or after,
 // what would change, and what of it reaches pods: afterPods would run
 // after, oldPods run now.
 func (d *objectsDiff) compare(ctx context.Context, after map[pod.ObjectKey]*objectView, touched map[string]bool, afterPods []*pod.Pod, oldPods map[pod.Key]*pod.Pod) ([]objectChange, error) {
-	before := map[pod.ObjectKey]*objectView{}
 	keys := map[pod.ObjectKey]bool{}
-	for _, v := range d.running {
-		before[v.key] = v
+	for k, v := range d.running {
 		if touched[v.file] {
-			keys[v.key] = true
+			keys[k] = true
 		}
 	}
 	for k, v := range after {
@@ -243,7 +219,7 @@ func (d *objectsDiff) compare(ctx context.Context, after map[pod.ObjectKey]*obje
 	}
 	var out []objectChange
 	for _, k := range slices.SortedFunc(maps.Keys(keys), func(a, b pod.ObjectKey) int { return cmp.Compare(a.String(), b.String()) }) {
-		ch := objectChange{key: k, old: before[k], new: after[k]}
+		ch := objectChange{key: k, old: d.running[k], new: after[k]}
 		if ch.old != nil && ch.new != nil && k.Kind == pod.KindSecret && ch.old.digests == nil {
 			s, err := d.c.Secret(ctx, k.Namespace, k.Name, d.digestKey)
 			if err != nil {
@@ -259,7 +235,7 @@ func (d *objectsDiff) compare(ctx context.Context, after map[pod.ObjectKey]*obje
 			if ch.new == nil {
 				users = slices.Collect(maps.Values(oldPods))
 			}
-			ch.lines = append(ch.lines, objectUses(k, ch.old, ch.new, users)...)
+			ch.lines = append(ch.lines, objectUses(k, users)...)
 		}
 		out = append(out, ch)
 	}
@@ -329,7 +305,7 @@ func keySizes(sizes map[string]int) []string {
 // place, env takes the new values at a container's next restart, and a
 // volume the pod's staticlet.io/restart-on-change names restarts the
 // containers that mount it.
-func objectUses(k pod.ObjectKey, old, new *objectView, pods []*pod.Pod) []string {
+func objectUses(k pod.ObjectKey, pods []*pod.Pod) []string {
 	var lines []string
 	slices.SortFunc(pods, func(a, b *pod.Pod) int { return cmp.Compare(a.Key().String(), b.Key().String()) })
 	for _, p := range pods {
@@ -350,7 +326,7 @@ func objectUses(k pod.ObjectKey, old, new *objectView, pods []*pod.Pod) []string
 				case restart[vol.Name]:
 					how = "container " + c.name + " restarts (" + pod.AnnotationRestartOnChange + ")"
 				case c.subPath:
-					how = "container " + c.name + " mounts it with subPath: its file changes at the container's next restart"
+					how = "container " + c.name + " mounts it with subPath, which keeps its old content"
 				default:
 					how = "container " + c.name + " sees its files change in place, without a restart"
 				}

@@ -68,6 +68,9 @@ func objectsDaemon(t *testing.T, files map[string]string) string {
 			store.SetPod(p.Pod)
 			sm.Pods = append(sm.Pods, p.Key().String())
 		}
+		for _, o := range m.Objects {
+			sm.Objects = append(sm.Objects, o.Key().String())
+		}
 		ms = append(ms, sm)
 		objs = append(objs, m.Objects...)
 	}
@@ -206,7 +209,7 @@ func TestDiffObjects(t *testing.T) {
 			want:  []string{"secret default/new-secret: add", "key password (20 bytes), key user (5 bytes)", "no pod refers to it"}},
 		{name: "a ConfigMap defined twice", arg: "x.yaml", code: 2,
 			files: map[string]string{"x.yaml": strings.SplitAfter(appManifest, "---\n")[0]},
-			want:  []string{`configmap "default/app-config" is also defined in /m/app.yaml; this definition is ignored`}},
+			want:  []string{`ConfigMap "default/app-config" is also defined in /m/app.yaml; this definition is ignored`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

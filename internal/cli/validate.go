@@ -29,14 +29,8 @@ systemd credentials are checked but not read.`,
 			if nodeName == "" {
 				nodeName, _ = os.Hostname()
 			}
-			objects := map[string][]*pod.Object{} // file -> its objects
-			decode := func(path string, data []byte) ([]*pod.Pod, error) {
-				m, err := pod.DecodeFile(path, data, pod.Options{NodeName: nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
-				if err != nil {
-					return nil, err
-				}
-				objects[path] = m.Objects
-				return m.Pods, nil
+			decode := func(path string, data []byte) (*pod.Manifest, error) {
+				return pod.DecodeFile(path, data, pod.Options{NodeName: nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var snaps []watch.Snapshot
@@ -53,34 +47,22 @@ systemd credentials are checked but not read.`,
 			// applies here too.
 			_, files := watch.Merge(snaps)
 			var count validCount
-			inForce := map[pod.ObjectKey]string{} // the file each object is in force from
 			for _, f := range files {
-				var errs []string
 				if f.Err != nil {
-					errs = append(errs, f.Err.Error())
-				}
-				for _, p := range f.Pods {
-					fmt.Fprintf(out, "%s: pod %s ok\n", f.Path, p.Key())
-					count.pods++
-				}
-				if f.Err == nil {
-					for _, o := range objects[f.Path] {
-						if first, dup := inForce[o.Key()]; dup {
-							errs = append(errs, duplicateObject(o.Key(), first))
-							continue
-						}
-						inForce[o.Key()] = f.Path
-						fmt.Fprintf(out, "%s: %s %s/%s ok (%s)\n", f.Path, strings.ToLower(o.Kind()), o.Key().Namespace, o.Key().Name, plural(len(o.Keys()), "key", "keys"))
-						count.add(o)
-					}
-				}
-				if len(errs) > 0 {
-					msg := strings.Join(errs, "\n")
+					msg := f.Err.Error()
 					if !strings.HasPrefix(msg, f.Path) {
 						msg = f.Path + ": " + msg
 					}
 					fmt.Fprintln(errOut, msg)
 					bad++
+				}
+				for _, p := range f.Pods {
+					fmt.Fprintf(out, "%s: pod %s ok\n", f.Path, p.Key())
+					count.pods++
+				}
+				for _, o := range f.Objects {
+					fmt.Fprintf(out, "%s: %s %s/%s ok (%s)\n", f.Path, strings.ToLower(o.Kind()), o.Key().Namespace, o.Key().Name, plural(len(o.Keys()), "key", "keys"))
+					count.add(o)
 				}
 			}
 			fmt.Fprintf(out, "%s valid\n", count)
@@ -92,12 +74,6 @@ systemd credentials are checked but not read.`,
 	}
 	cmd.Flags().StringVar(&nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
 	return cmd
-}
-
-// duplicateObject is the error of a file that defines an object already
-// in force from the file first, as the daemon's for a pod.
-func duplicateObject(k pod.ObjectKey, first string) string {
-	return fmt.Sprintf("%s %q is also defined in %s; this definition is ignored", strings.ToLower(k.Kind), k.Namespace+"/"+k.Name, first)
 }
 
 // validCount counts what validate found valid.

@@ -141,6 +141,23 @@ func objectHash(o *Object) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+// ReadsFiles tells whether m's Secrets fill keys from files or
+// credentials: its source must read it again to see their new values.
+func (m *Manifest) ReadsFiles() bool {
+	for _, o := range m.Objects {
+		if o.Secret == nil {
+			continue
+		}
+		if _, ok := o.Secret.Annotations[AnnotationSecretFiles]; ok {
+			return true
+		}
+		if _, ok := o.Secret.Annotations[AnnotationSecretCredentials]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // ObjectRef is one reference of a pod to a ConfigMap or a Secret.
 type ObjectRef struct {
 	Kind string // KindConfigMap or KindSecret

@@ -2,9 +2,13 @@ package pod
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // podmanStyle is a file as `podman kube play` takes it: a ConfigMap, a
@@ -263,5 +267,54 @@ func TestSecretFill(t *testing.T) {
 	bad := strings.Replace(doc, "tls.key=app-key", "tls.key=gone", 1)
 	if _, err := DecodeFile("s.yaml", []byte(bad), opts); err == nil || !strings.Contains(err.Error(), "s.yaml:7: metadata.annotations[staticlet.io/secret-credentials]: key tls.key: no such file") {
 		t.Errorf("unreadable credential: %v", err)
+	}
+}
+
+func TestObjectWatches(t *testing.T) {
+	const doc = `apiVersion: v1
+kind: Pod
+metadata:
+  name: app
+  annotations:
+    staticlet.io/restart-on-change: "ANN"
+spec:
+  initContainers:
+  - {name: init, image: busybox, volumeMounts: [{name: certs, mountPath: /c}]}
+  containers:
+  - {name: app, image: busybox, volumeMounts: [{name: cfg, mountPath: /e}, {name: certs, mountPath: /c}]}
+  - {name: side, image: busybox}
+  volumes:
+  - {name: cfg, configMap: {name: app-config}}
+  - name: certs
+    projected:
+      sources:
+      - secret: {name: tls}
+      - configMap: {name: ca}
+  - {name: host, hostPath: {path: /etc/app}}
+`
+	tls := &Object{Secret: &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "tls"}}, Hash: "h1"}
+	find := func(k ObjectKey) *Object {
+		if k == tls.Key() {
+			return tls
+		}
+		return nil
+	}
+	for _, tt := range []struct {
+		ann  string
+		want string
+	}{
+		{"true", `cfg [app] missing ConfigMap "default/app-config"; certs [init app] h1,missing Secret "default/tls", ConfigMap "default/ca"`},
+		{"certs,host", `certs [init app] h1,missing Secret "default/tls", ConfigMap "default/ca"`},
+		{"host", ``},
+		{"false", ``},
+	} {
+		p := Resolve(decodeOne(t, strings.Replace(doc, "ANN", tt.ann, 1), testOpts), find)
+		var got []string
+		for _, w := range p.ObjectWatches() {
+			got = append(got, fmt.Sprintf("%s %v %s %s", w.Volume, w.Containers, w.Digest, w.What))
+		}
+		if s := strings.Join(got, "; "); s != tt.want {
+			t.Errorf("%s: ObjectWatches = %s\nwant %s", tt.ann, s, tt.want)
+		}
 	}
 }

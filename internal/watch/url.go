@@ -63,7 +63,8 @@ type URLConfig struct {
 	Decode Decoder
 	// CacheFile, if set, keeps the last good body across restarts: a
 	// staticlet started while the URL is down runs the pods it last served
-	// instead of stopping them.
+	// instead of stopping them. A body that defines a Secret is not kept:
+	// a Secret's values never go to disk.
 	CacheFile string
 	// Polled, when set, is told of every poll's outcome from Run's
 	// goroutine: the URL (password redacted) and the response's status
@@ -95,7 +96,7 @@ type URL struct {
 	etag, modified string            // validators of the last 200
 	sum            [sha256.Size]byte // the last 200's body
 	haveBody       bool              // sum, etag and modified are set
-	good           []*pod.Pod        // pods of the last body that decoded
+	good           pod.Manifest      // what the last body that decoded defines
 	bodyErr        error             // why the last body is rejected
 	fetchErr       error             // why the last poll failed
 	lastSuccess    time.Time         // the start of the last poll that found good manifests
@@ -261,26 +262,36 @@ func (s *URL) poll(ctx context.Context) {
 		return
 	}
 	s.sum, s.haveBody = sum, true
-	var pods []*pod.Pod
+	m := &pod.Manifest{}
 	if len(bytes.TrimSpace(body)) == 0 {
 		err = errors.New("empty response body (to remove every pod, serve an empty PodList)")
 	} else {
-		pods, err = s.cfg.Decode(s.url, body)
+		m, err = s.cfg.Decode(s.url, body)
 	}
 	if err != nil {
 		if s.bodyErr == nil || s.bodyErr.Error() != err.Error() {
-			s.log.Warn("manifests from URL rejected", "err", err, "keeping_pods", len(s.good))
+			s.log.Warn("manifests from URL rejected", "err", err, "keeping_pods", len(s.good.Pods))
 		}
 		s.bodyErr = err
 		s.gen++
 		return
 	}
 	if s.bodyErr != nil {
-		s.log.Info("manifests from URL accepted again", "pods", len(pods))
+		s.log.Info("manifests from URL accepted again", "pods", len(m.Pods))
 	}
-	s.good, s.bodyErr = pods, nil
+	s.good, s.bodyErr = *m, nil
 	s.gen++
-	s.saveCache(body)
+	s.saveCache(body, hasSecrets(m))
+}
+
+// hasSecrets tells whether m defines a Secret.
+func hasSecrets(m *pod.Manifest) bool {
+	for _, o := range m.Objects {
+		if o.Secret != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // loadCache takes the body kept by an earlier run as the last good one, as
@@ -297,21 +308,29 @@ func (s *URL) loadCache() {
 		}
 		return
 	}
-	pods, err := s.cfg.Decode(s.url, body)
+	m, err := s.cfg.Decode(s.url, body)
 	if err != nil {
 		s.log.Warn("manifests kept from the URL do not decode; ignoring them", "err", err)
 		return
 	}
-	s.good, s.sum, s.haveBody = pods, sha256.Sum256(body), true
+	s.good, s.sum, s.haveBody = *m, sha256.Sum256(body), true
 	if fi, err := os.Stat(s.cfg.CacheFile); err == nil {
 		s.lastSuccess = fi.ModTime()
 	}
 	s.gen++
 }
 
-// saveCache keeps a good body for the next run.
-func (s *URL) saveCache(body []byte) {
+// saveCache keeps a good body for the next run; a body that holds a
+// Secret is not kept (a Secret's values never go to disk), and the one
+// kept before goes.
+func (s *URL) saveCache(body []byte, secrets bool) {
 	if s.cfg.CacheFile == "" {
+		return
+	}
+	if secrets {
+		if err := os.Remove(s.cfg.CacheFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("removing the manifests kept from the URL", "err", err)
+		}
 		return
 	}
 	if err := writeAtomic(s.cfg.CacheFile, body); err != nil {
@@ -350,7 +369,7 @@ func writeAtomic(path string, data []byte) error {
 // stays in force.
 func (s *URL) failed(err error) {
 	if s.fetchErr == nil || s.fetchErr.Error() != err.Error() {
-		s.log.Warn("fetching manifests", "err", err, "keeping_pods", len(s.good))
+		s.log.Warn("fetching manifests", "err", err, "keeping_pods", len(s.good.Pods))
 	}
 	s.fetchErr = err
 }
@@ -435,7 +454,7 @@ func statusText(resp *http.Response) string {
 
 // snapshot returns the current view: one result, for the URL.
 func (s *URL) snapshot() Snapshot {
-	f := FileResult{Path: s.url, Pods: s.good, Err: s.err()}
+	f := FileResult{Path: s.url, Pods: s.good.Pods, Objects: s.good.Objects, Err: s.err()}
 	if f.Err != nil {
 		f.LastSuccess = s.lastSuccess
 	}
