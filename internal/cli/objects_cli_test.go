@@ -111,6 +111,7 @@ func TestObjectCommands(t *testing.T) {
 		{args: []string{"describe", "secret", "app-secret"}, want: []string{"Type:  Opaque", "password:  20 bytes"}},
 		{args: []string{"describe", "cm", "app-config"}, want: []string{"app.conf:\n----\nlevel=debug"}},
 		{args: []string{"describe", "secret", "nothing"}, code: 1, want: []string{`secret "nothing" not found`}},
+		{args: []string{"get", "manifests"}, want: []string{"OBJECTS", "configmap/default/app-config,secret/default/app-secret,secret/other/app-secret"}},
 		{args: []string{"describe", "configmap", "app-config", "-n", "other"}, code: 1, want: []string{"not found"}},
 	}
 	for _, tc := range tests {

@@ -265,6 +265,7 @@ func cloneManifests(m []Manifest) []Manifest {
 	out := make([]Manifest, len(m))
 	for i, x := range m {
 		x.Pods = slices.Clone(x.Pods)
+		x.Objects = slices.Clone(x.Objects)
 		out[i] = x
 	}
 	return out
