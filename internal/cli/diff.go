@@ -169,10 +169,11 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		}
 	}
 	changes := now.compare(afterPods, touched, after, given)
-	objChanges, err := now.objects.compare(ctx, now.objects.inForce(afterFiles, touched), touched, afterPods, now.pods)
+	objChanges, objErrs, err := now.objects.compare(ctx, now.objects.inForce(afterFiles, touched), touched, afterPods, now.pods, given)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
+	errs = append(errs, objErrs...)
 	n, err := writeChanges(out, changes)
 	if err != nil {
 		return &exitError{code: 2, err: err}

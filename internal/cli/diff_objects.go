@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/status/printers"
@@ -205,7 +206,10 @@ func (d *objectsDiff) inForce(files []watch.FileResult, touched map[string]bool)
 // compare decides for each object of a touched file, before or after,
 // what would change, and what of it reaches pods: afterPods would run
 // after, oldPods run now.
-func (d *objectsDiff) compare(ctx context.Context, after map[pod.ObjectKey]*objectView, touched map[string]bool, afterPods []*pod.Pod, oldPods map[pod.Key]*pod.Pod) ([]objectChange, error) {
+//
+// An edit of an immutable object is an error, as the daemon's: errs has
+// one for each, naming the file given for its path.
+func (d *objectsDiff) compare(ctx context.Context, after map[pod.ObjectKey]*objectView, touched map[string]bool, afterPods []*pod.Pod, oldPods map[pod.Key]*pod.Pod, given map[string]string) (changes []objectChange, errs []error, err error) {
 	keys := map[pod.ObjectKey]bool{}
 	for k, v := range d.running {
 		if touched[v.file] {
@@ -217,19 +221,22 @@ func (d *objectsDiff) compare(ctx context.Context, after map[pod.ObjectKey]*obje
 			keys[k] = true
 		}
 	}
-	var out []objectChange
 	for _, k := range slices.SortedFunc(maps.Keys(keys), func(a, b pod.ObjectKey) int { return cmp.Compare(a.String(), b.String()) }) {
 		ch := objectChange{key: k, old: d.running[k], new: after[k]}
 		if ch.old != nil && ch.new != nil && k.Kind == pod.KindSecret && ch.old.digests == nil {
 			s, err := d.c.Secret(ctx, k.Namespace, k.Name, d.digestKey)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if ch.old, err = runningSecretView(s); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		ch.lines = dataChanges(ch.old, ch.new)
+		if len(ch.lines) > 0 && ch.old != nil && ch.new != nil && ch.old.immutable {
+			// The daemon's refusal, as an error on the new file.
+			errs = append(errs, fmt.Errorf("%s: %w", cmp.Or(given[ch.new.file], ch.new.file), &desired.ImmutableError{Key: k}))
+		}
 		if len(ch.lines) > 0 {
 			users := afterPods
 			if ch.new == nil {
@@ -237,9 +244,9 @@ func (d *objectsDiff) compare(ctx context.Context, after map[pod.ObjectKey]*obje
 			}
 			ch.lines = append(ch.lines, objectUses(k, users)...)
 		}
-		out = append(out, ch)
+		changes = append(changes, ch)
 	}
-	return out, nil
+	return changes, errs, nil
 }
 
 // dataChanges are the lines that say what changes from old to new (nil
@@ -276,7 +283,7 @@ func dataChanges(old, new *objectView) []string {
 		lines = append(lines, fmt.Sprintf("immutable: %t becomes %t", old.immutable, new.immutable))
 	}
 	if len(lines) > 0 && old.immutable {
-		lines = append(lines, "note: the running one is immutable: staticlet refuses this edit with an error on the file, and its data stays as it is")
+		lines = append(lines, "note: the running one is immutable: staticlet refuses this edit with an error on the file, and keeps it as it is")
 	}
 	return lines
 }

@@ -175,6 +175,9 @@ stringData:
   user: admin
 `
 
+// immutableSecret is secretManifest marked immutable.
+var immutableSecret = strings.Replace(secretManifest, "kind: Secret\n", "kind: Secret\nimmutable: true\n", 1)
+
 // otherValue is another secret value of plantedValue's size.
 const otherValue = "another-secret-value"
 
@@ -182,6 +185,7 @@ func TestDiffObjects(t *testing.T) {
 	running := map[string]string{"/m/app.yaml": appManifest, "/m/secret.yaml": secretManifest}
 	tests := []struct {
 		name      string
+		running   map[string]string // the daemon's files, when not the default
 		files     map[string]string // written under a temporary directory
 		arg       string
 		code      int
@@ -208,13 +212,23 @@ func TestDiffObjects(t *testing.T) {
 		{name: "a Secret comes", arg: "new.yaml", code: 1,
 			files: map[string]string{"new.yaml": strings.Replace(secretManifest, "app-secret", "new-secret", 1)},
 			want:  []string{"secret default/new-secret: add", "key password (20 bytes), key user (5 bytes)", "no pod refers to it"}},
+		{name: "an immutable Secret edited", arg: "secret.yaml", code: 2, running: map[string]string{"/m/secret.yaml": immutableSecret},
+			files: map[string]string{"secret.yaml": strings.Replace(immutableSecret, plantedValue, otherValue, 1)},
+			want:  []string{"key password: value changed (20 bytes)", "note: the running one is immutable", `secret.yaml: Secret "default/app-secret" is immutable`}},
+		{name: "an immutable Secret's labels edited", arg: "secret.yaml", running: map[string]string{"/m/secret.yaml": immutableSecret},
+			files: map[string]string{"secret.yaml": strings.Replace(immutableSecret, "metadata:\n", "metadata:\n  labels: {a: b}\n", 1)},
+			want:  []string{"secret default/app-secret: nothing"}},
 		{name: "a ConfigMap defined twice", arg: "x.yaml", code: 2,
 			files: map[string]string{"x.yaml": strings.SplitAfter(appManifest, "---\n")[0]},
 			want:  []string{`ConfigMap "default/app-config" is also defined in /m/app.yaml; this definition is ignored`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			socket := objectsDaemon(t, running)
+			daemonFiles := running
+			if tc.running != nil {
+				daemonFiles = tc.running
+			}
+			socket := objectsDaemon(t, daemonFiles)
 			dir := t.TempDir()
 			for name, content := range tc.files {
 				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
