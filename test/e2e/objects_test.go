@@ -235,15 +235,9 @@ func procMount(mounts, point string) (fsType, options string) {
 // environOf is the environment of process pid.
 func environOf(t *testing.T, pid int) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	env, err := harness.Environ(pid)
 	if err != nil {
 		t.Fatal(err)
-	}
-	env := map[string]string{}
-	for _, kv := range strings.Split(string(b), "\x00") {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
 	}
 	return env
 }
@@ -372,7 +366,7 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 	}
 	told["GET /metrics on --metrics-address"] = httpGet(t, "http://"+metricsAddr+"/metrics")
 	for _, dir := range []string{e.Root, e.Logs} {
-		for path, content := range filesOnDisk(t, dir) {
+		for path, content := range harness.FilesOnDisk(t, dir) {
 			told[path] = content
 		}
 	}
@@ -416,46 +410,6 @@ func getBody(t *testing.T, c *http.Client, url string) string {
 		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
 	}
 	return string(b)
-}
-
-// filesOnDisk reads every regular file under dir, by path, without going
-// into tmpfs mounts: what is there is on no disk.
-func filesOnDisk(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	fsTypes := map[string]string{} // by mount point
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if sep := indexOf(f, "-"); sep > 4 && sep+1 < len(f) {
-			fsTypes[f[4]] = f[sep+1]
-		}
-	}
-	out := map[string]string{}
-	err = filepath.WalkDir(dir, func(path string, ent fs.DirEntry, err error) error {
-		fsType, mounted := fsTypes[path]
-		switch {
-		case err != nil:
-			return err
-		case ent.IsDir() && fsType == "tmpfs":
-			return fs.SkipDir
-		case !ent.Type().IsRegular() || mounted:
-			// A file mounted on is a namespace's pin, no data.
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		out[path] = string(b)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walking %s: %v", dir, err)
-	}
-	return out
 }
 
 // waitingPods are two pods that need ConfigMap late: envwait through an

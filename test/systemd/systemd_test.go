@@ -2,6 +2,7 @@ package systemd
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,6 +54,9 @@ type staticletOptions struct {
 	// Manifests are written into /etc/kubernetes/manifests: file name to
 	// content.
 	Manifests map[string]string
+	// Files are written into the machine, readable by root alone: path
+	// to content.
+	Files map[string]string
 }
 
 // bootStaticlet installs the .deb into a fresh Debian root, configures
@@ -83,6 +87,12 @@ func bootStaticlet(t *testing.T, e *harness.Env, opts staticletOptions) *staticl
 	}
 	for name, content := range opts.Manifests {
 		writeRootFile(t, root, filepath.Join("/etc/kubernetes/manifests", name), []byte(content))
+	}
+	for path, content := range opts.Files {
+		writeRootFile(t, root, path, []byte(content))
+		if err := os.Chmod(filepath.Join(root, path), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Same paths inside: the containerd socket (and its state), and the
 	// root and logs directories the shims on the host use too.
