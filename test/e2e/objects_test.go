@@ -354,6 +354,10 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		{"describe", "pod", name},
 		{"describe", "pod", "broken-" + harness.TestNode},
 		{"diff", filepath.Join(diffDir, "vault.yaml")},
+		{"get", "secrets", "-o", "yaml"},
+		{"get", "secrets", "-o", "json"},
+		{"get", "secrets", "-o", "wide"},
+		{"describe", "secret", "vault"},
 	} {
 		out, err := d.CLI(args...)
 		if code := harness.ExitCodeOf(err); code > 1 {
@@ -361,10 +365,15 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		}
 		told["staticlet "+strings.Join(args, " ")] = out
 	}
-	for _, path := range []string{"/pods", "/manifests", "/events", "/metrics"} {
+	for _, path := range []string{"/pods", "/manifests", "/events", "/metrics", "/secrets", "/secrets/default/vault"} {
 		told["GET "+path+" on the socket"] = socketGet(t, d.Socket, path)
 	}
 	told["GET /metrics on --metrics-address"] = httpGet(t, "http://"+metricsAddr+"/metrics")
+	// diff tells the value changed without showing it.
+	if diff := told["staticlet diff "+filepath.Join(diffDir, "vault.yaml")]; !strings.Contains(diff, "secret default/vault: change") ||
+		!strings.Contains(diff, "key password: value changed") {
+		t.Errorf("diff of the Secret with a new password does not tell it changed:\n%s", diff)
+	}
 	for _, dir := range []string{e.Root, e.Logs} {
 		for path, content := range harness.FilesOnDisk(t, dir) {
 			told[path] = content
@@ -545,6 +554,14 @@ func TestObjectsRestartOnChange(t *testing.T) {
 		out, _ := d.CLI("get", "manifests")
 		return strings.Contains(out, "frozen.yaml") && strings.Contains(out, "immutable"), out
 	})
+	if out, _ := d.CLI("get", "manifests"); !strings.Contains(out, "configmap/default/lb-config") {
+		t.Errorf("get manifests does not list ConfigMap lb-config:\n%s", out)
+	}
+	// diff of the refused edit says so too.
+	out, err := d.CLI("diff", filepath.Join(e.Manifest, "frozen.yaml"))
+	if code := harness.ExitCodeOf(err); code != 2 || !strings.Contains(out, "immutable") {
+		t.Errorf("diff of the refused edit of frozen exited %d, want 2 with the refusal:\n%s", code, out)
+	}
 	// A pass after the refusal: another edit of lb-config, seen through
 	// its file, shows what the pod holds now.
 	e.Write("config.yaml", config("three"))
