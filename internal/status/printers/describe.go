@@ -199,6 +199,7 @@ func (d *describer) containers(title string, specs []v1.Container, statuses []v1
 				}
 			}
 		}
+		d.envFrom(c.EnvFrom)
 		d.env(c.Env)
 		d.mounts(c.VolumeMounts)
 	}
@@ -337,11 +338,44 @@ func (d *describer) env(env []v1.EnvVar) {
 			d.line(3, "%s:\t (%s:%s)\n", e.Name, vf.FieldRef.APIVersion, vf.FieldRef.FieldPath)
 		case vf.ResourceFieldRef != nil:
 			d.line(3, "%s:\t (%s)\n", e.Name, vf.ResourceFieldRef.Resource)
+		case vf.ConfigMapKeyRef != nil:
+			r := vf.ConfigMapKeyRef
+			d.line(3, "%s:\t<set to the key '%s' of config map '%s'>\tOptional: %t\n", e.Name, r.Key, r.Name, isTrue(r.Optional))
+		case vf.SecretKeyRef != nil:
+			r := vf.SecretKeyRef
+			d.line(3, "%s:\t<set to the key '%s' in secret '%s'>\tOptional: %t\n", e.Name, r.Key, r.Name, isTrue(r.Optional))
 		default:
 			d.line(3, "%s:\t<set from an unsupported source>\n", e.Name)
 		}
 	}
 }
+
+// envFrom writes a container's envFrom sources as kubectl does: each
+// object's name, kind, prefix and whether it is optional.
+func (d *describer) envFrom(sources []v1.EnvFromSource) {
+	if len(sources) == 0 {
+		return
+	}
+	d.line(2, "Environment Variables from:\n")
+	for _, s := range sources {
+		name, kind, optional := "", "", false
+		switch {
+		case s.ConfigMapRef != nil:
+			name, kind, optional = s.ConfigMapRef.Name, "ConfigMap", isTrue(s.ConfigMapRef.Optional)
+		case s.SecretRef != nil:
+			name, kind, optional = s.SecretRef.Name, "Secret", isTrue(s.SecretRef.Optional)
+		default:
+			continue
+		}
+		if s.Prefix != "" {
+			kind += fmt.Sprintf(" with prefix '%s'", s.Prefix)
+		}
+		d.line(3, "%s\t%s\tOptional: %t\n", name, kind, optional)
+	}
+}
+
+// isTrue is the value of an optional boolean, false when unset.
+func isTrue(b *bool) bool { return b != nil && *b }
 
 func (d *describer) mounts(mounts []v1.VolumeMount) {
 	if len(mounts) == 0 {
@@ -388,9 +422,52 @@ func (d *describer) volumes(vols []v1.Volume) {
 				limit = v.EmptyDir.SizeLimit.String()
 			}
 			d.line(2, "SizeLimit:\t%s\n", limit)
+		case v.ConfigMap != nil:
+			d.line(2, "Type:\tConfigMap (a volume populated by a ConfigMap)\n")
+			d.line(2, "Name:\t%s\n", v.ConfigMap.Name)
+			d.line(2, "Optional:\t%t\n", isTrue(v.ConfigMap.Optional))
+		case v.Secret != nil:
+			d.line(2, "Type:\tSecret (a volume populated by a Secret)\n")
+			d.line(2, "SecretName:\t%s\n", v.Secret.SecretName)
+			d.line(2, "Optional:\t%t\n", isTrue(v.Secret.Optional))
+		case v.Projected != nil:
+			d.projected(v.Projected)
+		case v.DownwardAPI != nil:
+			d.line(2, "Type:\tDownwardAPI (a volume populated by information about the pod)\n")
+			d.line(2, "Items:\n")
+			for _, it := range v.DownwardAPI.Items {
+				d.downwardItem(it)
+			}
 		default:
 			d.line(2, "Type:\t<unknown>\n")
 		}
+	}
+}
+
+// projected writes a projected volume's sources as kubectl does.
+func (d *describer) projected(p *v1.ProjectedVolumeSource) {
+	d.line(2, "Type:\tProjected (a volume that contains injected data from multiple sources)\n")
+	for _, s := range p.Sources {
+		switch {
+		case s.ConfigMap != nil:
+			d.line(2, "ConfigMapName:\t%s\n", s.ConfigMap.Name)
+			d.line(2, "ConfigMapOptional:\t%t\n", isTrue(s.ConfigMap.Optional))
+		case s.Secret != nil:
+			d.line(2, "SecretName:\t%s\n", s.Secret.Name)
+			d.line(2, "SecretOptionalName:\t%t\n", isTrue(s.Secret.Optional))
+		case s.DownwardAPI != nil:
+			d.line(2, "DownwardAPI:\ttrue\n")
+		}
+	}
+}
+
+// downwardItem writes what a downwardAPI file holds and its path.
+func (d *describer) downwardItem(it v1.DownwardAPIVolumeFile) {
+	switch {
+	case it.FieldRef != nil:
+		d.line(3, "%s -> %s\n", it.FieldRef.FieldPath, it.Path)
+	case it.ResourceFieldRef != nil:
+		d.line(3, "%s -> %s\n", it.ResourceFieldRef.Resource, it.Path)
 	}
 }
 

@@ -441,3 +441,60 @@ func TestDescribePod(t *testing.T) {
 		t.Errorf("DescribePod() of a bare pod:\n%s\nwant Events: <none>", b.String())
 	}
 }
+
+// TestDescribePodObjects: describe names the ConfigMaps and Secrets a pod
+// uses, as kubectl does: envFrom sources, env from keys, and configMap,
+// secret, projected and downwardAPI volumes.
+func TestDescribePodObjects(t *testing.T) {
+	yes := true
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "app-node1"},
+		Spec: v1.PodSpec{
+			Containers: []v1.Container{{
+				Name: "app", Image: "app:1",
+				EnvFrom: []v1.EnvFromSource{
+					{Prefix: "CFG_", ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "app-config"}}},
+					{SecretRef: &v1.SecretEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "app-secret"}, Optional: &yes}},
+				},
+				Env: []v1.EnvVar{
+					{Name: "LEVEL", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+						LocalObjectReference: v1.LocalObjectReference{Name: "app-config"}, Key: "level"}}},
+					{Name: "PASSWORD", ValueFrom: &v1.EnvVarSource{SecretKeyRef: &v1.SecretKeySelector{
+						LocalObjectReference: v1.LocalObjectReference{Name: "app-secret"}, Key: "password", Optional: &yes}}},
+				},
+			}},
+			Volumes: []v1.Volume{
+				{Name: "config", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+					LocalObjectReference: v1.LocalObjectReference{Name: "app-config"}}}},
+				{Name: "creds", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{SecretName: "app-secret", Optional: &yes}}},
+				{Name: "all", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{Sources: []v1.VolumeProjection{
+					{ConfigMap: &v1.ConfigMapProjection{LocalObjectReference: v1.LocalObjectReference{Name: "app-config"}}},
+					{Secret: &v1.SecretProjection{LocalObjectReference: v1.LocalObjectReference{Name: "app-secret"}}},
+					{DownwardAPI: &v1.DownwardAPIProjection{}},
+				}}}},
+				{Name: "podinfo", VolumeSource: v1.VolumeSource{DownwardAPI: &v1.DownwardAPIVolumeSource{Items: []v1.DownwardAPIVolumeFile{
+					{Path: "name", FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+					{Path: "cpu", ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "requests.cpu"}},
+				}}}},
+			},
+		},
+	}
+	var b bytes.Buffer
+	if err := DescribePod(&b, p, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"    Environment Variables from:\n      app-config  ConfigMap with prefix 'CFG_'  Optional: false\n      app-secret  Secret                        Optional: true\n",
+		"      LEVEL:     <set to the key 'level' of config map 'app-config'>  Optional: false\n",
+		"      PASSWORD:  <set to the key 'password' in secret 'app-secret'>   Optional: true\n",
+		"  config:\n    Type:      ConfigMap (a volume populated by a ConfigMap)\n    Name:      app-config\n    Optional:  false\n",
+		"  creds:\n    Type:        Secret (a volume populated by a Secret)\n    SecretName:  app-secret\n    Optional:    true\n",
+		"    Type:                Projected (a volume that contains injected data from multiple sources)\n    ConfigMapName:       app-config\n    ConfigMapOptional:   false\n    SecretName:          app-secret\n    SecretOptionalName:  false\n    DownwardAPI:         true\n",
+		"    Type:  DownwardAPI (a volume populated by information about the pod)\n    Items:\n      metadata.name -> name\n      requests.cpu -> cpu\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("DescribePod() output lacks %q; got:\n%s", want, out)
+		}
+	}
+}
