@@ -187,6 +187,25 @@ func TestObjectsPodmanFile(t *testing.T) {
 		}
 	}
 
+	// describe names the objects, never a value.
+	describe, err := d.CLI("describe", "pod", name)
+	if err != nil {
+		t.Fatalf("describe pod %s: %v\n%s", name, err, describe)
+	}
+	for _, want := range []string{
+		"app-config  ConfigMap with prefix 'CFG_'",
+		"GREETING:      <set to the key 'greeting' of config map 'app-config'>",
+		"PASSWORD:      <set to the key 'password' in secret 'app-secret'>",
+		"SecretName:  app-secret",
+	} {
+		if !strings.Contains(describe, want) {
+			t.Errorf("describe pod %s lacks %q:\n%s", name, want, describe)
+		}
+	}
+	if strings.Contains(describe, "hunter2") {
+		t.Errorf("describe pod %s shows the Secret's value:\n%s", name, describe)
+	}
+
 	// An edit of the ConfigMap: the files follow, in the same container.
 	e.Write("app.yaml", podmanAppFile("bonjour", "hunter2", "czNjcjN0LXRva2Vu"))
 	for _, path := range []string{"/etc/config/greeting", "/etc/all/greeting"} {
@@ -195,7 +214,7 @@ func TestObjectsPodmanFile(t *testing.T) {
 			return string(b) == "bonjour", fmt.Sprintf("%q, %v", b, err)
 		})
 	}
-	p, err := d.Pod(name)
+	p, err = d.Pod(name)
 	if err != nil {
 		t.Fatal(err)
 	}
