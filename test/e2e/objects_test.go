@@ -329,7 +329,7 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 	name := "vault-" + harness.TestNode
 	p := d.WaitPod(name, time.Minute, "vault running", harness.Running)
 	d.WaitPod("broken-"+harness.TestNode, time.Minute, "broken waiting on its key", func(p *v1.Pod) bool {
-		w := p.Status.ContainerStatuses[0].State.Waiting
+		w := firstWaiting(p)
 		return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "nokey")
 	})
 	pid := containerPid(t, e, p, "main")
@@ -440,8 +440,9 @@ func getBody(t *testing.T, c *http.Client, url string) string {
 	return string(b)
 }
 
-// waitingPods are two pods that need ConfigMap late: envwait through an
-// env variable, volwait through a volume.
+// waitingPods are pods that need ConfigMap late: envwait through an env
+// variable, volwait through a volume; optwait uses it in both ways, as
+// optional.
 const waitingPods = `apiVersion: v1
 kind: Pod
 metadata:
@@ -455,6 +456,15 @@ metadata:
 ` + mainSleeper + `    volumeMounts: [{name: conf, mountPath: /etc/late}]
   volumes:
   - {name: conf, configMap: {name: late}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: optwait
+` + mainSleeper + `    env: [{name: LEVEL, valueFrom: {configMapKeyRef: {name: late, key: level, optional: true}}}]
+    volumeMounts: [{name: conf, mountPath: /etc/late}]
+  volumes:
+  - {name: conf, configMap: {name: late, optional: true}}
 `
 
 // TestObjectsMissingConfigMap: pods whose ConfigMap is missing wait with
@@ -465,13 +475,29 @@ func TestObjectsMissingConfigMap(t *testing.T) {
 	e := harness.NewEnv(t)
 	d := e.Start()
 	e.Write("pods.yaml", waitingPods)
+	opt := "optwait-" + harness.TestNode
+	p := d.WaitPod(opt, time.Minute, "optwait running without its optional ConfigMap", harness.Running)
+	optPid := containerPid(t, e, p, "main")
+	if env := environOf(t, optPid); env["LEVEL"] != "" {
+		t.Errorf("$LEVEL in optwait = %q, want it unset: its ConfigMap is missing", env["LEVEL"])
+	}
+	// Empty but for the atomic writer's ..data link and directory.
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/root/etc/late", optPid))
+	for _, ent := range entries {
+		if !strings.HasPrefix(ent.Name(), "..") {
+			t.Errorf("/etc/late in optwait has %s, want no file: its ConfigMap is missing", ent.Name())
+		}
+	}
+	if err != nil {
+		t.Errorf("/etc/late in optwait: %v", err)
+	}
 	pods := map[string]string{ // the text each one's message has
 		"envwait-" + harness.TestNode: `configmap "late" not found`,
 		"volwait-" + harness.TestNode: `configmap "late" not found`,
 	}
 	for name, text := range pods {
 		d.WaitPod(name, time.Minute, name+" waiting for its ConfigMap", func(p *v1.Pod) bool {
-			w := p.Status.ContainerStatuses[0].State.Waiting
+			w := firstWaiting(p)
 			return p.Status.Phase == v1.PodPending && w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, text)
 		})
 	}
@@ -500,6 +526,15 @@ func TestObjectsMissingConfigMap(t *testing.T) {
 		} else if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/late/level", pid)); string(b) != "debug" {
 			t.Errorf("/etc/late/level in %s = %q (%v), want debug", name, b, err)
 		}
+	}
+	// The optional volume fills in place; the variable waits for a
+	// restart, as any variable does.
+	harness.WaitFor(t, time.Minute, "optwait's volume filled", func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/late/level", optPid))
+		return string(b) == "debug", fmt.Sprint(err)
+	})
+	if p, err := d.Pod(opt); err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 {
+		t.Errorf("optwait after its ConfigMap came: %v, %v; want it never restarted", err, p)
 	}
 }
 
@@ -596,4 +631,69 @@ func TestObjectsRestartOnChange(t *testing.T) {
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/frozen/level", pid)); string(b) != "one" {
 		t.Errorf("/etc/frozen/level = %q (%v), want one: the edit of an immutable ConfigMap is refused", b, err)
 	}
+}
+
+// readerPods read ConfigMap shared through a variable: reader in its
+// namespace, outsider from another one.
+const readerPods = `apiVersion: v1
+kind: Pod
+metadata:
+  name: reader
+` + mainSleeper + `    env: [{name: FROM, valueFrom: {configMapKeyRef: {name: shared, key: from}}}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: outsider
+  namespace: kube-system
+` + mainSleeper + `    env: [{name: FROM, valueFrom: {configMapKeyRef: {name: shared, key: from}}}]
+`
+
+// sharedConfigMap is ConfigMap shared, whose key from is from.
+func sharedConfigMap(from string) string {
+	return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata: {from: " + from + "}\n"
+}
+
+// TestObjectsAcrossSources: a pod in a file uses a ConfigMap that the
+// manifest URL serves, a pod of another namespace does not see it, and
+// the same ConfigMap in a file then wins over the URL's, whose result
+// says so.
+func TestObjectsAcrossSources(t *testing.T) {
+	e := harness.NewEnv(t)
+	srv := newPodServer(t, sharedConfigMap("url"))
+	d := e.Start("--manifest-url", srv.url(), "--http-check-frequency", "1s")
+	e.Write("readers.yaml", readerPods)
+	name := "reader-" + harness.TestNode
+	p := d.WaitPod(name, time.Minute, "reader running", harness.Running)
+	if got := environOf(t, containerPid(t, e, p, "main"))["FROM"]; got != "url" {
+		t.Errorf("$FROM in reader = %q, want url, the URL's ConfigMap", got)
+	}
+	d.WaitPod("outsider-"+harness.TestNode, time.Minute, "outsider waiting: the ConfigMap is default's", func(p *v1.Pod) bool {
+		w := firstWaiting(p)
+		return p.Namespace == "kube-system" && w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, `"shared" not found`)
+	})
+
+	e.Write("shared.yaml", sharedConfigMap("file"))
+	harness.WaitFor(t, 30*time.Second, "the URL's ConfigMap ignored for the file's", func() (bool, string) {
+		m := urlManifest(d, srv.url())
+		return strings.Contains(m.Error, `ConfigMap "default/shared" is also defined in `+filepath.Join(e.Manifest, "shared.yaml")), m.Error
+	})
+	if out, err := d.CLI("restart", name); err != nil {
+		t.Fatalf("restart %s: %v\n%s", name, err, out)
+	}
+	p = d.WaitPod(name, time.Minute, "reader restarted", func(p *v1.Pod) bool {
+		return harness.Running(p) && p.Status.ContainerStatuses[0].RestartCount == 1
+	})
+	if got := environOf(t, containerPid(t, e, p, "main"))["FROM"]; got != "file" {
+		t.Errorf("$FROM in reader after its restart = %q, want file: a file wins over the URL", got)
+	}
+}
+
+// firstWaiting is why p's first container waits; nil when it does not, or
+// when p has no container status yet.
+func firstWaiting(p *v1.Pod) *v1.ContainerStateWaiting {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return nil
+	}
+	return p.Status.ContainerStatuses[0].State.Waiting
 }
