@@ -125,7 +125,12 @@ func (d *Dir) update(p string) bool {
 		d.reject(p, st, statErr)
 		return true
 	}
-	if fp := fingerprintOf(info); fp != (fingerprint{}) && fp == st.fp {
+	// A file whose last good content reads other files (a Secret's
+	// staticlet.io/secret-files or secret-credentials) is decoded again at
+	// every listing, touched or not, so that a new value of those, or one
+	// readable again, is seen.
+	reread := st.reads
+	if fp := fingerprintOf(info); fp != (fingerprint{}) && fp == st.fp && !reread {
 		return true // not touched since the last read: keep the result without reading
 	}
 
@@ -139,7 +144,8 @@ func (d *Dir) update(p string) bool {
 		return true
 	}
 	sum := sha256.Sum256(data)
-	if st.haveSum && sum == st.sum && !(st.err == nil && st.reads) {
+	unchanged := st.haveSum && sum == st.sum
+	if unchanged && !reread {
 		return true // touched but not changed: the decoded result still holds
 	}
 	st.sum, st.haveSum = sum, true
@@ -148,12 +154,21 @@ func (d *Dir) update(p string) bool {
 		d.reject(p, st, err)
 		return true
 	}
+	if unchanged && st.err == nil && sameObjects(st.objects, m.Objects) {
+		return true // nor what it reads: no new result, no new snapshot
+	}
 	if st.err != nil {
 		d.log.Info("manifest file accepted again", "path", p, "pods", len(m.Pods))
 	}
 	st.good, st.objects, st.reads, st.err = m.Pods, m.Objects, m.ReadsFiles(), nil
 	st.gen = d.nextGen()
 	return true
+}
+
+// sameObjects tells whether a and b are the same objects with the same
+// data, in the same order.
+func sameObjects(a, b []*pod.Object) bool {
+	return slices.EqualFunc(a, b, func(x, y *pod.Object) bool { return x.Key() == y.Key() && x.Hash == y.Hash })
 }
 
 // reject records that the content of p cannot be used, keeping the last good

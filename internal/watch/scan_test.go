@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/pod"
 )
 
 func TestIgnored(t *testing.T) {
@@ -81,5 +84,74 @@ func TestDirName(t *testing.T) {
 		if got := NewDir(DirConfig{Path: tt.path}).Name(); got != tt.want {
 			t.Errorf("NewDir(%q).Name() = %q, want %q", tt.path, got, tt.want)
 		}
+	}
+}
+
+// TestScanRereadsSecretSources: a file whose Secret fills a key from
+// another file is decoded again at every listing, though the manifest is
+// untouched: a new value of that file is seen, an unreadable one is an
+// error on the manifest that clears once it is readable again, and a
+// listing that finds nothing new makes no new snapshot.
+func TestScanRereadsSecretSources(t *testing.T) {
+	root := t.TempDir()
+	dir, key := filepath.Join(root, "m"), filepath.Join(root, "tls.key")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeKey := func(v string) {
+		t.Helper()
+		if err := os.WriteFile(key, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKey("one")
+	manifest := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\n  annotations: {staticlet.io/secret-files: tls.key=" + key + "}\n"
+	if err := os.WriteFile(filepath.Join(dir, "tls.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	decode := func(path string, data []byte) (*pod.Manifest, error) {
+		return pod.DecodeFile(path, data, pod.Options{NodeName: "n", ReadData: func(src pod.DataSource) ([]byte, error) {
+			return os.ReadFile(src.Name)
+		}})
+	}
+	d := NewDir(DirConfig{Path: dir, Resync: time.Hour, Decode: decode})
+	// list lists the directory and returns the key's value, whether the
+	// file is in error, and the snapshot's version.
+	list := func() (string, bool, snapVersion) {
+		t.Helper()
+		snap := d.scan()
+		if len(snap.Files) != 1 || len(snap.Files[0].Objects) != 1 {
+			t.Fatalf("snapshot %+v, want one file with one object", snap)
+		}
+		f := snap.Files[0]
+		return string(f.Objects[0].Secret.Data["tls.key"]), f.Err != nil, d.version(snap)
+	}
+	steps := []struct {
+		do      func()
+		want    string // the value in force
+		failing bool   // the file in error
+		changed bool   // a new snapshot
+	}{
+		{nil, "one", false, true},
+		{nil, "one", false, false},
+		{func() { writeKey("two") }, "two", false, true},
+		{nil, "two", false, false},
+		{func() { os.Remove(key) }, "two", true, true},
+		{nil, "two", true, false},
+		{func() { writeKey("three") }, "three", false, true},
+	}
+	var last snapVersion
+	for i, s := range steps {
+		if s.do != nil {
+			s.do()
+		}
+		got, failing, v := list()
+		if got != s.want || failing != s.failing {
+			t.Errorf("step %d: tls.key = %q, in error %v; want %q, %v", i, got, failing, s.want, s.failing)
+		}
+		if changed := !v.equal(last); changed != s.changed {
+			t.Errorf("step %d: a new snapshot %v, want %v", i, changed, s.changed)
+		}
+		last = v
 	}
 }
