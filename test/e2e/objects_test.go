@@ -308,6 +308,7 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		"diffed":     "planted-diffed-8Kw1",
 		"file":       "planted-file-5Rt6",
 		"credential": "planted-credential-2Lm4",
+		"rotated":    "planted-rotated-6Jn8",
 	}
 	keyFile := filepath.Join(e.Dir, "tls.key")
 	creds := filepath.Join(e.Dir, "credentials")
@@ -347,7 +348,14 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/creds/password", pid))
 		return string(b) == planted["edited"], fmt.Sprintf("%v", err)
 	})
-	for file, want := range map[string]string{"tls.key": planted["file"], "api.token": planted["credential"]} {
+	// A file the Secret reads, renewed: its volume follows, as after an
+	// edit of the Secret.
+	writeFileAtomic(t, filepath.Dir(keyFile), filepath.Base(keyFile), []byte(planted["rotated"]))
+	harness.WaitFor(t, time.Minute, "the renewed tls.key in the container", func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/creds/tls.key", pid))
+		return string(b) == planted["rotated"], fmt.Sprintf("%v", err)
+	})
+	for file, want := range map[string]string{"tls.key": planted["rotated"], "api.token": planted["credential"]} {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/creds/%s", pid, file)); string(b) != want {
 			t.Errorf("/etc/creds/%s in the container = %q (%v), want %q", file, b, err, want)
 		}
@@ -397,6 +405,13 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		for path, content := range harness.FilesOnDisk(t, dir) {
 			told[path] = content
 		}
+	}
+
+	// The pod gone, so is its tmpfs.
+	e.Remove("vault.yaml")
+	waitGone(d, name)
+	if m := mountsUnder(t, filepath.Join(e.Root, "pods", string(p.UID))); len(m) != 0 {
+		t.Errorf("mounts left in the removed pod's directory: %v", m)
 	}
 	told["staticlet's log"] = d.Out.String()
 	for where, text := range told {
