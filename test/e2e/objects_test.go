@@ -309,6 +309,7 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		"file":       "planted-file-5Rt6",
 		"credential": "planted-credential-2Lm4",
 		"rotated":    "planted-rotated-6Jn8",
+		"url":        "planted-url-4Wc5",
 	}
 	keyFile := filepath.Join(e.Dir, "tls.key")
 	creds := filepath.Join(e.Dir, "credentials")
@@ -325,7 +326,9 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		return strings.NewReplacer("@VALUE@", value, "@KEYFILE@", keyFile).Replace(vaultFile)
 	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
-	d := e.Start("--metrics-address", metricsAddr)
+	// The URL serves a Secret too: a body with one is not kept on disk.
+	srv := newPodServer(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: remote}\nstringData: {token: "+planted["url"]+"}\n")
+	d := e.Start("--metrics-address", metricsAddr, "--manifest-url", srv.url(), "--http-check-frequency", "1s")
 	e.Write("vault.yaml", vault(planted["manifest"]))
 	name := "vault-" + harness.TestNode
 	p := d.WaitPod(name, time.Minute, "vault running", harness.Running)
@@ -360,6 +363,11 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 			t.Errorf("/etc/creds/%s in the container = %q (%v), want %q", file, b, err, want)
 		}
 	}
+
+	harness.WaitFor(t, 30*time.Second, "the URL's Secret in force", func() (bool, string) {
+		out, err := d.CLI("get", "secrets")
+		return err == nil && strings.Contains(out, "remote"), out
+	})
 
 	// The secret volume is a tmpfs on the host.
 	volume := filepath.Join(e.Root, "pods", string(p.UID), "volumes", "secret", "creds")
