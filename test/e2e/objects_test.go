@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -719,4 +720,48 @@ func firstWaiting(p *v1.Pod) *v1.ContainerStateWaiting {
 		return nil
 	}
 	return p.Status.ContainerStatuses[0].State.Waiting
+}
+
+// TestObjectsAdopted: a staticlet killed and started again adopts a pod
+// with configMap, secret and projected volumes as it is (the same
+// container, its files and tmpfs mounts in place, no start), and then
+// follows an edit of its ConfigMap as the first one did; an edit made
+// while no staticlet ran reaches the files too.
+func TestObjectsAdopted(t *testing.T) {
+	e := harness.NewEnv(t)
+	d := e.Start()
+	e.Write("app.yaml", podmanAppFile("hello", "hunter2", "czNjcjN0LXRva2Vu"))
+	name := "app-" + harness.TestNode
+	p := d.WaitPod(name, time.Minute, "app running", harness.Running)
+	before := p.Status.ContainerStatuses[0]
+	pid := containerPid(t, e, p, "main")
+	podDir := filepath.Join(e.Root, "pods", string(p.UID))
+	mounts := mountsUnder(t, podDir)
+
+	d.Kill()
+	e.Write("app.yaml", podmanAppFile("while-down", "hunter2", "czNjcjN0LXRva2Vu"))
+	d = e.Start()
+	p = d.WaitPod(name, time.Minute, "app adopted", harness.Running)
+	if cs := p.Status.ContainerStatuses[0]; cs.ContainerID != before.ContainerID || cs.RestartCount != 0 {
+		t.Errorf("after the restart: %s, restartCount %d; want %s adopted as it was", cs.ContainerID, cs.RestartCount, before.ContainerID)
+	}
+	wantNoStarts(t, d)
+	if got := mountsUnder(t, podDir); !slices.Equal(got, mounts) {
+		t.Errorf("mounts in the pod's directory after the restart: %v, want %v", got, mounts)
+	}
+	for path, want := range map[string]string{"/etc/secret/password": "hunter2", "/etc/config/greeting": "while-down"} {
+		harness.WaitFor(t, 30*time.Second, path+" in the adopted container", func() (bool, string) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", pid, path))
+			return string(b) == want, fmt.Sprintf("%q, %v", b, err)
+		})
+	}
+
+	e.Write("app.yaml", podmanAppFile("after", "hunter2", "czNjcjN0LXRva2Vu"))
+	harness.WaitFor(t, 30*time.Second, "/etc/config/greeting to follow the edit", func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/config/greeting", pid))
+		return string(b) == "after", fmt.Sprintf("%q, %v", b, err)
+	})
+	if p, err := d.Pod(name); err != nil || p.Status.ContainerStatuses[0].ContainerID != before.ContainerID {
+		t.Errorf("after the edit: %v, %v; want container %s still", err, p, before.ContainerID)
+	}
 }
