@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -763,5 +764,51 @@ func TestObjectsAdopted(t *testing.T) {
 	})
 	if p, err := d.Pod(name); err != nil || p.Status.ContainerStatuses[0].ContainerID != before.ContainerID {
 		t.Errorf("after the edit: %v, %v; want container %s still", err, p, before.ContainerID)
+	}
+}
+
+// nonRootPod runs as user 1000 with fsGroup 2000 and reads its Secret's
+// files, mode 0400 by defaultMode, through its group.
+const nonRootPod = `apiVersion: v1
+kind: Secret
+metadata:
+  name: nonroot
+stringData: {token: t0ken}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: nonroot
+spec:
+  securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000}
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: [sh, -c, "cat /etc/token/token > /tmp/read; trap 'exit 0' TERM; while true; do sleep 1 & wait $!; done"]
+    volumeMounts: [{name: token, mountPath: /etc/token}]
+  volumes:
+  - {name: token, secret: {secretName: nonroot, defaultMode: 0400}}
+`
+
+// TestObjectsNonRoot: with an fsGroup, a secret volume's files belong to
+// the group and are readable by it (0400 becomes 0440, as with the
+// kubelet), so a container running as another user reads its Secret.
+func TestObjectsNonRoot(t *testing.T) {
+	e := harness.NewEnv(t)
+	d := e.Start()
+	e.Write("nonroot.yaml", nonRootPod)
+	p := d.WaitPod("nonroot-"+harness.TestNode, time.Minute, "nonroot running", harness.Running)
+	pid := containerPid(t, e, p, "main")
+	harness.WaitFor(t, 10*time.Second, "the container to read its token", func() (bool, string) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/tmp/read", pid))
+		return string(b) == "t0ken", fmt.Sprintf("%q, %v", b, err)
+	})
+	fi, err := os.Stat(fmt.Sprintf("/proc/%d/root/etc/token/token", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); fi.Mode().Perm() != 0o440 || st.Gid != 2000 {
+		t.Errorf("/etc/token/token: mode %v, group %d; want 0440, 2000", fi.Mode().Perm(), st.Gid)
 	}
 }
