@@ -38,6 +38,12 @@ func setDefaults(p *v1.Pod) {
 	if s.SchedulerName == "" {
 		s.SchedulerName = v1.DefaultSchedulerName
 	}
+	// serviceAccount is the deprecated name of serviceAccountName: the
+	// newer wins, and the two are kept the same.
+	if s.ServiceAccountName == "" {
+		s.ServiceAccountName = s.DeprecatedServiceAccount //nolint:staticcheck // the alias, as the apiserver's defaults keep it
+	}
+	s.DeprecatedServiceAccount = s.ServiceAccountName //nolint:staticcheck // the alias, as the apiserver's defaults keep it
 	if s.EnableServiceLinks == nil {
 		s.EnableServiceLinks = ptr(v1.DefaultEnableServiceLinks)
 	}

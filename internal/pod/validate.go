@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -76,7 +77,8 @@ var (
 	subscriptFieldPath = regexp.MustCompile(`^metadata\.(labels|annotations)\['([^']+)'\]$`)
 	resourceFieldNames = sets.New("limits.cpu", "limits.memory", "limits.ephemeral-storage",
 		"requests.cpu", "requests.memory", "requests.ephemeral-storage")
-	hostPathTypes = sets.New(v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
+	standardFinalizers = sets.New("kubernetes", metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents)
+	hostPathTypes      = sets.New(v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
 		v1.HostPathFileOrCreate, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev)
 )
 
@@ -96,10 +98,22 @@ func validate(p *v1.Pod, nodeName string) []problem {
 	}
 	v.addErrs(metavalidation.ValidateLabels(p.Labels, meta.Child("labels"))...)
 	v.addErrs(apivalidation.ValidateAnnotations(p.Annotations, meta.Child("annotations"))...)
+	v.finalizers(p.Finalizers, meta.Child("finalizers"))
 	v.spec(&p.Spec, field.NewPath("spec"))
 	v.securityAnnotations(p, meta.Child("annotations"))
 	v.ownAnnotations(p, meta.Child("annotations"))
 	return v.problems
+}
+
+// finalizers checks metadata.finalizers: qualified names, or one of the
+// standard ones without a domain, and not both dependents policies.
+func (v *validator) finalizers(fs []string, p *field.Path) {
+	v.addErrs(apivalidation.ValidateFinalizers(fs, p)...)
+	for i, f := range fs {
+		if !strings.Contains(f, "/") && !standardFinalizers.Has(f) {
+			v.addErrs(field.Invalid(p.Index(i), f, "name is neither a standard finalizer name nor is it fully qualified"))
+		}
+	}
 }
 
 func prefixed(prefix string, msgs []string) []string {
@@ -138,6 +152,19 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	if s.Hostname != "" {
 		v.check(p.Child("hostname"), s.Hostname, validation.IsDNS1123Label(s.Hostname))
 	}
+	if h := s.HostnameOverride; h != nil {
+		hp := p.Child("hostnameOverride")
+		if s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN {
+			v.addErrs(field.Forbidden(hp, "may not be specified when setHostnameAsFQDN is true"))
+		}
+		if s.HostNetwork {
+			v.addErrs(field.Forbidden(hp, "may not be specified when hostNetwork is true"))
+		}
+		if len(*h) > 64 {
+			v.addErrs(field.TooLong(hp, "", 64))
+		}
+		v.check(hp, *h, validation.IsDNS1123Subdomain(*h))
+	}
 	if s.Subdomain != "" {
 		v.check(p.Child("subdomain"), s.Subdomain, validation.IsDNS1123Label(s.Subdomain))
 	}
@@ -152,6 +179,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	}
 	v.podSecurity(s, p)
 	v.podOS(s, p)
+	v.hostProcess(s, p)
 	v.placement(s, p)
 }
 

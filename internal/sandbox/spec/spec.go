@@ -128,10 +128,14 @@ func podNamespaces(p *pod.Pod, pinned map[specs.LinuxNamespaceType]string) []spe
 	return ns
 }
 
-// Hostname is the pod's host name as the kubelet gives it: spec.hostname if
-// set, else the pod's name, cut to the 63 bytes a host name may have.
+// Hostname is the pod's host name as the kubelet gives it:
+// spec.hostnameOverride if set, else spec.hostname if set, else the pod's
+// name, cut to the 63 bytes a host name may have.
 func Hostname(p *pod.Pod) string {
 	h := p.Spec.Hostname
+	if o := p.Spec.HostnameOverride; o != nil {
+		h = *o
+	}
 	if h == "" {
 		h = p.Name
 	}

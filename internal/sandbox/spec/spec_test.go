@@ -606,6 +606,7 @@ func TestHostname(t *testing.T) {
 	}{
 		{name: "pod name", meta: "web", want: "web-n"},
 		{name: "spec.hostname", meta: "web", podExtra: "  hostname: myhost\n", want: "myhost"},
+		{name: "spec.hostnameOverride", meta: "web", podExtra: "  hostname: myhost\n  hostnameOverride: my.host.example\n", want: "my.host.example"},
 		{name: "63-byte cut", meta: strings.Repeat("x", 70), want: strings.Repeat("x", 63)},
 		{name: "cut drops trailing dashes", meta: strings.Repeat("a", 61) + "--b", want: strings.Repeat("a", 61)},
 		{name: "cut drops a trailing dot", meta: strings.Repeat("a", 62) + ".b", want: strings.Repeat("a", 62)},
