@@ -553,15 +553,16 @@ func (v *validator) mounts(c *v1.Container, p *field.Path, volumes volumeSet) {
 		} else if !volumes.has(m.Name) {
 			v.addErrs(field.NotFound(mp.Child("name"), m.Name))
 		}
+		// A relative mountPath is taken from the container's root, as
+		// the kubelet takes it.
+		abs := path.Clean("/" + m.MountPath)
 		switch {
 		case m.MountPath == "":
 			v.addErrs(field.Required(mp.Child("mountPath"), ""))
-		case !path.IsAbs(m.MountPath):
-			v.addErrs(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path"))
-		case paths.Has(path.Clean(m.MountPath)):
+		case paths.Has(abs):
 			v.addErrs(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be unique"))
 		}
-		paths.Insert(path.Clean(m.MountPath))
+		paths.Insert(abs)
 		if m.SubPath != "" && m.SubPathExpr != "" {
 			v.addErrs(field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))
 		}

@@ -254,7 +254,7 @@ func sameVolumeFiles(ts string, files map[string]spec.VolumeFile, fsGroup *int64
 func prepareMounts(c *v1.Container, s *specs.Spec) error {
 	var mounts []mountEntry
 	for _, vm := range c.VolumeMounts {
-		m, ok := volumeBind(s, vm.MountPath)
+		m, ok := volumeBind(s, spec.MountPath(vm))
 		if !ok {
 			continue
 		}

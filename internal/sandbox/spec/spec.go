@@ -261,7 +261,7 @@ func etcMounts(c *v1.Container, files map[string]string) []specs.Mount {
 	var out []specs.Mount
 	for _, dst := range []string{"/etc/hostname", "/etc/hosts", "/etc/resolv.conf"} {
 		src, ok := files[dst]
-		if !ok || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.MountPath == dst }) {
+		if !ok || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return MountPath(vm) == dst }) {
 			continue
 		}
 		out = append(out, specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "rprivate", "rw"}})

@@ -653,6 +653,8 @@ spec:
     - name: data
       mountPath: /cache
       subPath: cache/x
+    - name: data
+      mountPath: var/./tmp
 `
 	p := decodePod(t, manifest)
 	vols := map[string]string{"data": "/var/lib/staticlet/pods/u/volumes/empty-dir/data", "conf": "/etc/app"}
@@ -661,6 +663,8 @@ spec:
 		{Destination: "/data", Type: "bind", Source: vols["data"], Options: []string{"rbind", "rprivate", "rw"}},
 		{Destination: "/etc/app", Type: "bind", Source: "/etc/app", Options: []string{"rbind", "rprivate", "ro"}},
 		{Destination: "/cache", Type: "bind", Source: vols["data"] + "/cache/x", Options: []string{"rbind", "rprivate", "rw"}},
+		// A relative mountPath is taken from /, as the kubelet takes it.
+		{Destination: "/var/tmp", Type: "bind", Source: vols["data"], Options: []string{"rbind", "rprivate", "rw"}},
 	}
 	byDest := map[string]specs.Mount{}
 	for _, m := range s.Mounts {
@@ -678,7 +682,7 @@ spec:
 	}
 	// Volume mounts come after the base mounts, so /dev, /proc and /sys are
 	// in place below them.
-	if n := len(s.Mounts); n < 3 || s.Mounts[n-3].Destination != "/data" {
+	if n := len(s.Mounts); n < len(want) || s.Mounts[n-len(want)].Destination != "/data" {
 		t.Errorf("Container() mounts = %+v, want the volume mounts last, in manifest order", s.Mounts)
 	}
 
