@@ -125,7 +125,7 @@ func prefixed(prefix string, msgs []string) []string {
 }
 
 func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
-	volumes := v.volumes(s.Volumes, p.Child("volumes"))
+	volumes := v.volumes(s, p.Child("volumes"))
 	if len(s.Containers) == 0 {
 		v.addErrs(field.Required(p.Child("containers"), "a pod needs at least one container"))
 	}
@@ -226,7 +226,8 @@ type volumeSet map[string]*v1.VolumeSource
 func (s volumeSet) has(name string) bool { _, ok := s[name]; return ok }
 
 // volumes checks the pod's volumes and returns them by name.
-func (v *validator) volumes(vols []v1.Volume, p *field.Path) volumeSet {
+func (v *validator) volumes(spec *v1.PodSpec, p *field.Path) volumeSet {
+	vols := spec.Volumes
 	set := volumeSet{}
 	for i := range vols {
 		vol := &vols[i]
@@ -248,12 +249,12 @@ func (v *validator) volumes(vols []v1.Volume, p *field.Path) volumeSet {
 			v.add(vp, "may not specify more than one volume type, found %s", strings.Join(types, ", "))
 			continue
 		}
-		v.volumeSource(&vol.VolumeSource, types[0], vp)
+		v.volumeSource(spec, &vol.VolumeSource, types[0], vp)
 	}
 	return set
 }
 
-func (v *validator) volumeSource(src *v1.VolumeSource, typ string, p *field.Path) {
+func (v *validator) volumeSource(spec *v1.PodSpec, src *v1.VolumeSource, typ string, p *field.Path) {
 	tp := p.Child(typ)
 	switch typ {
 	case "hostPath":
@@ -267,12 +268,17 @@ func (v *validator) volumeSource(src *v1.VolumeSource, typ string, p *field.Path
 			v.addErrs(field.NotSupported(tp.Child("type"), *t, sets.List(hostPathTypes)))
 		}
 	case "emptyDir":
+		// The apiserver takes any medium; the kubelet fails to set up a
+		// volume of one it does not know, or of huge pages of a size the
+		// pod does not request, so staticlet refuses those here.
 		m := src.EmptyDir.Medium
 		switch {
-		case m == v1.StorageMediumHugePages || strings.HasPrefix(string(m), string(v1.StorageMediumHugePagesPrefix)):
-			v.add(tp.Child("medium"), "%s emptyDir volumes are not supported by staticlet; use \"\" (disk) or Memory", m)
+		case IsHugePagesMedium(m):
+			if _, err := HugePageSize(spec, m); err != nil {
+				v.addErrs(field.Invalid(tp.Child("medium"), m, err.Error()))
+			}
 		case m != v1.StorageMediumDefault && m != v1.StorageMediumMemory:
-			v.addErrs(field.NotSupported(tp.Child("medium"), m, []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory}))
+			v.addErrs(field.NotSupported(tp.Child("medium"), m, []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory, v1.StorageMediumHugePages, v1.StorageMediumHugePagesPrefix + "<size>"}))
 		}
 		if q := src.EmptyDir.SizeLimit; q != nil && q.Sign() < 0 {
 			v.addErrs(field.Invalid(tp.Child("sizeLimit"), q.String(), "must be greater than or equal to 0"))
@@ -401,8 +407,13 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 	sidecar := cc.init && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 	switch {
 	case c.RestartPolicy == nil:
+	case cc.init && !sidecar && !slices.Contains([]v1.ContainerRestartPolicy{v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure}, *c.RestartPolicy):
+		v.addErrs(field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []v1.ContainerRestartPolicy{
+			v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure}))
 	case cc.init && !sidecar:
-		v.addErrs(field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
+		// ContainerRestartRules (on by default since 1.35) lets an init
+		// container override the pod's restartPolicy.
+		v.add(p.Child("restartPolicy"), "per-container restart policies are not supported by staticlet; only Always (a sidecar) is, on an init container; use spec.restartPolicy")
 	case !cc.init:
 		v.add(p.Child("restartPolicy"), "per-container restart policies are not supported by staticlet; use spec.restartPolicy")
 	}
@@ -462,9 +473,13 @@ func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
 			v.addErrs(field.Invalid(pp.Child("hostPort"), port.HostPort, "must match containerPort when hostNetwork is true"))
 		}
 		enum(v, pp.Child("protocol"), port.Protocol, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
-		if port.HostIP != "" {
+		// The apiserver takes any hostIP. A port on the host's network,
+		// or not published, never uses it; a published port is published
+		// on that address, which must be one (the kubelet's portmap
+		// plugin leaves a port with a host name unpublished).
+		if port.HostIP != "" && port.HostPort != 0 && !cc.spec.HostNetwork {
 			if _, err := netip.ParseAddr(port.HostIP); err != nil {
-				v.addErrs(field.Invalid(pp.Child("hostIP"), port.HostIP, "must be an IP address"))
+				v.addErrs(field.Invalid(pp.Child("hostIP"), port.HostIP, "must be an IP address to publish the hostPort on"))
 			}
 		}
 	}

@@ -68,29 +68,28 @@ func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]stri
 
 // prepareEmptyDir makes an emptyDir volume's directory, world-writable as
 // the kubelet's so that any user of the pod can use it; for medium Memory,
-// a tmpfs mounted there and sized as the kubelet sizes it. The pod's
-// fsGroup owns it, and what is made in it (setgid).
+// a tmpfs mounted there and sized as the kubelet sizes it; for a HugePages
+// medium, a hugetlbfs of the page size the pod requests. The pod's fsGroup
+// owns it, and what is made in it (setgid).
 func (r *Runtime) prepareEmptyDir(p *pod.Pod, ed *v1.EmptyDirVolumeSource, dir string) error {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return err
 	}
 	mode := fs.FileMode(0o777)
-	if ed.Medium == v1.StorageMediumMemory {
+	if ed.Medium == v1.StorageMediumMemory || pod.IsHugePagesMedium(ed.Medium) {
 		mounted, err := isMountPoint(dir)
 		if err != nil {
 			return err
 		}
 		if !mounted {
-			var opts string
-			if size := spec.MemoryVolumeSize(p, ed, r.node.Memory.Value()); size > 0 {
-				opts = "size=" + strconv.FormatInt(size, 10)
-			}
-			if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
-				return fmt.Errorf("mounting a tmpfs on %s: %w", dir, err)
+			if err := r.mountMedium(p, ed, dir); err != nil {
+				return err
 			}
 		}
 		// A tmpfs's root is 1777, as with the kubelet.
-		mode = 0o777 | fs.ModeSticky
+		if ed.Medium == v1.StorageMediumMemory {
+			mode = 0o777 | fs.ModeSticky
+		}
 	}
 	if g := spec.FSGroup(p); g != nil {
 		if err := os.Chown(dir, -1, int(*g)); err != nil {
@@ -99,6 +98,29 @@ func (r *Runtime) prepareEmptyDir(p *pod.Pod, ed *v1.EmptyDirVolumeSource, dir s
 		mode |= fs.ModeSetgid
 	}
 	return os.Chmod(dir, mode)
+}
+
+// mountMedium mounts the file system of an emptyDir of medium Memory or
+// HugePages on dir, with the kubelet's options.
+func (r *Runtime) mountMedium(p *pod.Pod, ed *v1.EmptyDirVolumeSource, dir string) error {
+	if ed.Medium == v1.StorageMediumMemory {
+		var opts string
+		if size := spec.MemoryVolumeSize(p, ed, r.node.Memory.Value()); size > 0 {
+			opts = "size=" + strconv.FormatInt(size, 10)
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+			return fmt.Errorf("mounting a tmpfs on %s: %w", dir, err)
+		}
+		return nil
+	}
+	size, err := pod.HugePageSize(&p.Spec, ed.Medium)
+	if err != nil {
+		return err // validation refuses it
+	}
+	if err := unix.Mount("nodev", dir, "hugetlbfs", 0, "pagesize="+size.String()); err != nil {
+		return fmt.Errorf("mounting a hugetlbfs of %s pages on %s: %w", size.String(), dir, err)
+	}
+	return nil
 }
 
 // writeVolumeFiles makes dir hold files and nothing else, as the kubelet's
