@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/textproto"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -27,6 +29,7 @@ type manifestSource interface {
 // directory, always, and the manifest URL when one is given, which tells
 // polled of every poll's status code.
 func manifestSources(cfg runConfig, logger *slog.Logger, polled func(url string, code int)) ([]manifestSource, error) {
+	readData := secretData(os.Getenv("CREDENTIALS_DIRECTORY"))
 	dir := watch.NewDir(watch.DirConfig{
 		Path:   cfg.dirSource.path,
 		Resync: cfg.dirSource.fileCheckFrequency,
@@ -38,8 +41,8 @@ func manifestSources(cfg runConfig, logger *slog.Logger, polled func(url string,
 		// editor's rename-then-write to finish.
 		QuietDebounce: 2 * time.Millisecond,
 		Debounce:      50 * time.Millisecond,
-		Decode: func(path string, data []byte) ([]*pod.Pod, error) {
-			return pod.Decode(path, data, pod.Options{NodeName: cfg.nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
+		Decode: func(path string, data []byte) (*pod.Manifest, error) {
+			return pod.DecodeFile(path, data, pod.Options{NodeName: cfg.nodeName, SourceKind: pod.SourceFile, Seen: time.Now(), ReadData: readData})
 		},
 		Logger: logger,
 	})
@@ -58,9 +61,9 @@ func manifestSources(cfg runConfig, logger *slog.Logger, polled func(url string,
 		CAFile: cfg.urlSource.caFile,
 		// The last good body, so a restart while the URL is down keeps its pods.
 		CacheFile: filepath.Join(cfg.rootDir, "sources", fmt.Sprintf("url-%x.yaml", sha256.Sum256([]byte(cfg.urlSource.url)))),
-		Decode: func(path string, data []byte) ([]*pod.Pod, error) {
-			return pod.Decode(path, data, pod.Options{
-				NodeName: cfg.nodeName, SourceKind: pod.SourceHTTP, Seen: time.Now(), AllowEmptyList: true,
+		Decode: func(path string, data []byte) (*pod.Manifest, error) {
+			return pod.DecodeFile(path, data, pod.Options{
+				NodeName: cfg.nodeName, SourceKind: pod.SourceHTTP, Seen: time.Now(), AllowEmptyList: true, ReadData: readData,
 			})
 		},
 		Polled: polled,
@@ -102,4 +105,38 @@ func (m manifestStore) SetManifests(ms []desired.Manifest) {
 		out[i] = status.Manifest(r)
 	}
 	m.store.SetManifests(out)
+}
+
+// maxSecretFile is the largest file a Secret's annotations may fill a key
+// from: a Secret holds at most 1 MiB in all.
+const maxSecretFile = 1 << 20
+
+// secretData reads what a Secret's staticlet.io/secret-files and
+// staticlet.io/secret-credentials annotations name: a file of the node, or
+// a systemd credential in credDir ($CREDENTIALS_DIRECTORY, which the
+// unit's LoadCredential= and LoadCredentialEncrypted= fill). Errors name
+// the file, never its content.
+func secretData(credDir string) func(pod.DataSource) ([]byte, error) {
+	return func(src pod.DataSource) ([]byte, error) {
+		path := src.Name
+		if src.Credential {
+			if credDir == "" {
+				return nil, fmt.Errorf("no systemd credential %s: $CREDENTIALS_DIRECTORY is not set (LoadCredential= or LoadCredentialEncrypted= in staticlet's unit sets it)", src.Name)
+			}
+			path = filepath.Join(credDir, src.Name)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		if len(data) > maxSecretFile {
+			return nil, fmt.Errorf("%s is larger than %d bytes, the most a Secret holds", path, maxSecretFile)
+		}
+		return data, nil
+	}
 }

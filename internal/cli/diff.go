@@ -121,13 +121,13 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		return filepath.Join(now.dir, filepath.Base(file))
 	}
 	opts := pod.Options{NodeName: now.nodeName, SourceKind: pod.SourceFile, Seen: time.Now()}
-	decode := func(file string, data []byte) ([]*pod.Pod, error) {
+	decode := func(file string, data []byte) (*pod.Manifest, error) {
 		// Errors name the file as given; the pods get the identity they
 		// would have in the manifest directory.
-		if _, err := pod.Decode(file, data, opts); err != nil {
+		if _, err := pod.DecodeFile(file, data, opts); err != nil {
 			return nil, err
 		}
-		return pod.Decode(target(file), data, opts)
+		return pod.DecodeFile(target(file), data, opts)
 	}
 	snap := watch.ReadOnce(path, decode)
 	if snap.Err != nil {

@@ -25,8 +25,8 @@ rules. It prints one line per pod or error and exits 1 if any file is invalid.`,
 			if nodeName == "" {
 				nodeName, _ = os.Hostname()
 			}
-			decode := func(path string, data []byte) ([]*pod.Pod, error) {
-				return pod.Decode(path, data, pod.Options{NodeName: nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
+			decode := func(path string, data []byte) (*pod.Manifest, error) {
+				return pod.DecodeFile(path, data, pod.Options{NodeName: nodeName, SourceKind: pod.SourceFile, Seen: time.Now()})
 			}
 			out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			var snaps []watch.Snapshot

@@ -21,6 +21,9 @@ type Manifest struct {
 	Path string
 	// Pods are the keys ("namespace/name") of the pods in force from the file.
 	Pods []string
+	// Objects are the keys of the ConfigMaps and Secrets in force from the
+	// file, as pod.ObjectKey prints them ("configmap/default/app").
+	Objects []string
 	// Error says why the file (or the source) is rejected; empty if it is not.
 	Error string
 	// LastSuccess is, for a URL whose last poll failed, when it last served
@@ -55,6 +58,9 @@ type MergerConfig struct {
 	// it is sent (so that what it keeps for a pod is kept before the pod
 	// can start).
 	Desired DesiredSink
+	// Objects, when set, is told of the ConfigMaps and Secrets in force
+	// after every snapshot.
+	Objects ObjectSink
 	// Logger receives the duplicate definitions Merge ignores; nil
 	// discards them. The sources log their own file errors.
 	Logger *slog.Logger
@@ -99,6 +105,9 @@ func (m *Merger) Run(ctx context.Context, in <-chan watch.Snapshot, out chan<- [
 		}
 		pods, manifests, complete := state.add(snap)
 		m.cfg.Manifests.SetManifests(manifests)
+		if m.cfg.Objects != nil {
+			m.cfg.Objects.SetObjects(sortedObjects(state.objects))
+		}
 		m.cfg.Logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
 		if complete {
 			pending, havePending = pods, true
@@ -115,6 +124,8 @@ type mergeState struct {
 	latest  map[string]watch.Snapshot // by source name
 	logged  map[string]bool           // duplicates logged, as logDuplicates keeps them
 	logger  *slog.Logger
+	// objects are the ConfigMaps and Secrets in force, by key.
+	objects map[pod.ObjectKey]*pod.Object
 }
 
 func newMergeState(sources []string, logger *slog.Logger) *mergeState {
@@ -137,6 +148,8 @@ func (s *mergeState) add(snap watch.Snapshot) (pods []*pod.Pod, manifests []Mani
 	}
 	slices.SortFunc(snaps, func(a, b watch.Snapshot) int { return cmp.Compare(a.Source, b.Source) })
 	pods, files := Combine(snaps)
+	files, s.objects = keepImmutable(files, s.objects)
+	pods = resolveAll(pods, s.objects)
 	s.logged = logDuplicates(files, s.logged, s.logger)
 	complete = true
 	for _, name := range s.sources {
@@ -162,8 +175,10 @@ func logDuplicates(files []watch.FileResult, logged map[string]bool, logger *slo
 	dups := map[string]bool{}
 	for _, f := range files {
 		var de *watch.DuplicateError
+		var do *watch.DuplicateObjectError
 		var ce *CycleError
-		if errors.As(f.Err, &de) || errors.As(f.Err, &ce) {
+		var ie *ImmutableError
+		if errors.As(f.Err, &de) || errors.As(f.Err, &do) || errors.As(f.Err, &ce) || errors.As(f.Err, &ie) {
 			msg := f.Path + ": " + f.Err.Error()
 			dups[msg] = true
 			if !logged[msg] {
@@ -195,6 +210,9 @@ func manifestResults(snaps []watch.Snapshot, files []watch.FileResult) []Manifes
 			m := Manifest{Source: s.Source, Path: f.Path, LastSuccess: f.LastSuccess}
 			for _, p := range f.Pods {
 				m.Pods = append(m.Pods, p.Key().String())
+			}
+			for _, o := range f.Objects {
+				m.Objects = append(m.Objects, o.Key().String())
 			}
 			if f.Err != nil {
 				m.Error = f.Err.Error()

@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -46,8 +47,10 @@ func (p *Pod) AfterKeys() []Key {
 	return out
 }
 
-// RestartOnChange returns the hostPath volumes of p whose content changes
-// restart the containers that mount them (AnnotationRestartOnChange).
+// RestartOnChange returns the volumes of p whose content changes restart
+// the containers that mount them (AnnotationRestartOnChange): hostPath
+// volumes, whose files are watched, and configMap, secret and projected
+// volumes, whose objects are.
 func (p *Pod) RestartOnChange() []string {
 	val := strings.TrimSpace(p.Annotations[AnnotationRestartOnChange])
 	if val == "" || val == "false" {
@@ -58,11 +61,83 @@ func (p *Pod) RestartOnChange() []string {
 	}
 	var out []string
 	for _, vol := range p.Spec.Volumes {
-		if vol.HostPath != nil {
+		if vol.HostPath != nil || isObjectVolume(&vol) {
 			out = append(out, vol.Name)
 		}
 	}
 	return out
+}
+
+// isObjectVolume tells whether vol holds ConfigMaps or Secrets.
+func isObjectVolume(vol *v1.Volume) bool {
+	return vol.ConfigMap != nil || vol.Secret != nil || vol.Projected != nil
+}
+
+// ObjectWatch is a configMap, secret or projected volume that restarts
+// the containers mounting it when its objects change.
+type ObjectWatch struct {
+	Volume     string
+	Containers []string // the containers that mount it, init containers included
+	// Digest is what the volume's objects hold now; What names them for
+	// an event: `ConfigMap "default/app"`.
+	Digest, What string
+}
+
+// ObjectWatches returns the configMap, secret and projected volumes of p
+// that its restart-on-change annotation names (or all of them with
+// "true"), with the digest of the objects each holds as p.Objects has
+// them.
+func (p *Pod) ObjectWatches() []ObjectWatch {
+	names := p.RestartOnChange()
+	var out []ObjectWatch
+	for _, vol := range p.Spec.Volumes {
+		if !isObjectVolume(&vol) || !slices.Contains(names, vol.Name) {
+			continue
+		}
+		w := ObjectWatch{Volume: vol.Name}
+		var whats, digests []string
+		for _, r := range volumeRefs(&vol) {
+			o := p.Object(r.Kind, r.Name)
+			whats = append(whats, fmt.Sprintf("%s %q", r.Kind, p.Namespace+"/"+r.Name))
+			if o == nil {
+				digests = append(digests, "missing")
+			} else {
+				digests = append(digests, o.Hash)
+			}
+		}
+		w.What, w.Digest = strings.Join(whats, ", "), strings.Join(digests, ",")
+		for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for _, c := range cs {
+				if slices.ContainsFunc(c.VolumeMounts, func(m v1.VolumeMount) bool { return m.Name == vol.Name }) {
+					w.Containers = append(w.Containers, c.Name)
+				}
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// volumeRefs returns the objects a volume holds, in its order.
+func volumeRefs(vol *v1.Volume) []ObjectRef {
+	switch {
+	case vol.ConfigMap != nil:
+		return []ObjectRef{{Kind: KindConfigMap, Name: vol.ConfigMap.Name}}
+	case vol.Secret != nil:
+		return []ObjectRef{{Kind: KindSecret, Name: vol.Secret.SecretName}}
+	case vol.Projected != nil:
+		var refs []ObjectRef
+		for _, s := range vol.Projected.Sources {
+			if s.ConfigMap != nil {
+				refs = append(refs, ObjectRef{Kind: KindConfigMap, Name: s.ConfigMap.Name})
+			}
+			if s.Secret != nil {
+				refs = append(refs, ObjectRef{Kind: KindSecret, Name: s.Secret.Name})
+			}
+		}
+		return refs
+	}
+	return nil
 }
 
 // WatchTarget is a file or directory on the host that container Container
@@ -153,22 +228,23 @@ func (v *validator) ownAnnotations(p *v1.Pod, path *field.Path) {
 }
 
 // restartOnChange checks the value of AnnotationRestartOnChange: "true",
-// "false", or names of hostPath volumes of p.
+// "false", or names of hostPath, configMap, secret or projected volumes
+// of p.
 func (v *validator) restartOnChange(p *v1.Pod, val string, path *field.Path) {
 	if val == "true" || val == "false" {
 		return
 	}
 	names := splitList(val)
 	if len(names) == 0 {
-		v.add(path, `is empty: "true" (every hostPath volume), "false", or the names of hostPath volumes, comma-separated`)
+		v.add(path, `is empty: "true" (every hostPath, configMap, secret and projected volume), "false", or the names of such volumes, comma-separated`)
 	}
 	for _, n := range names {
 		i := slices.IndexFunc(p.Spec.Volumes, func(vol v1.Volume) bool { return vol.Name == n })
 		switch {
 		case i < 0:
 			v.add(path, "names volume %q, which the pod does not have", n)
-		case p.Spec.Volumes[i].HostPath == nil:
-			v.add(path, "names volume %q, which is not a hostPath volume: only files from the host are watched", n)
+		case p.Spec.Volumes[i].HostPath == nil && !isObjectVolume(&p.Spec.Volumes[i]):
+			v.add(path, "names volume %q, which is not a hostPath, configMap, secret or projected volume: only files from the host and ConfigMaps and Secrets are watched", n)
 		}
 	}
 }

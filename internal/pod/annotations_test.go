@@ -49,7 +49,7 @@ func TestOwnAnnotations(t *testing.T) {
 		{name: "restart on change: a missing volume", rule: rule, manifest: annotated(`    staticlet.io/restart-on-change: confs`),
 			wantErr: []string{`metadata.annotations[staticlet.io/restart-on-change]: names volume "confs", which the pod does not have`}},
 		{name: "restart on change: not hostPath", rule: rule, manifest: annotated(`    staticlet.io/restart-on-change: scratch`),
-			wantErr: []string{`names volume "scratch", which is not a hostPath volume`}},
+			wantErr: []string{`names volume "scratch", which is not a hostPath, configMap, secret or projected volume`}},
 		{name: "restart on change: empty", rule: rule, manifest: annotated(`    staticlet.io/restart-on-change: ""`),
 			wantErr: []string{`metadata.annotations[staticlet.io/restart-on-change]: is empty`}},
 	})

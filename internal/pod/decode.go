@@ -32,32 +32,56 @@ type Options struct {
 	// empty list is how a server says its pods are all gone, while an empty
 	// body stays an error.
 	AllowEmptyList bool
+	// ReadData reads what a Secret's staticlet.io/secret-files and
+	// staticlet.io/secret-credentials annotations name, when set; when
+	// nil, those keys are checked but left empty.
+	ReadData func(DataSource) ([]byte, error)
 }
 
-// Decode turns one manifest file into the pods it defines, defaulted,
-// validated and with their static pod identity (see the package's identity
-// rules in identity.go). path names the file in errors and in Pod.Source and
-// takes part in the UID; it is used exactly as given.
-//
-// A file holds a Pod, a PodList, a List of Pods, or several of those as YAML
-// documents separated by "---"; JSON works too. Decoding is strict: an
-// unknown field, a value of the wrong type or a duplicate field is an error.
-// The file is taken whole: if any part of it is invalid, Decode returns no
-// pods and an ErrorList with every problem found, each with its field path
-// and, when known, its line.
-//
-// Decode takes time linear in the size of data, whatever it holds.
+// Manifest is what one manifest file defines: its pods, and the
+// ConfigMaps and Secrets beside them.
+type Manifest struct {
+	Pods    []*Pod
+	Objects []*Object
+}
+
+// Decode turns one manifest file into the pods it defines, as DecodeFile
+// does, leaving out the ConfigMaps and Secrets it may define beside them.
 func Decode(path string, data []byte, opts Options) ([]*Pod, error) {
+	m, err := DecodeFile(path, data, opts)
+	if err != nil {
+		return nil, err
+	}
+	return m.Pods, nil
+}
+
+// DecodeFile turns one manifest file into the pods, ConfigMaps and
+// Secrets it defines: pods defaulted, validated and with their static pod
+// identity (see the package's identity rules in identity.go), objects
+// validated as the apiserver validates them. path names the file in
+// errors and in Source, and takes part in pods' UIDs; it is used exactly
+// as given.
+//
+// A file holds a Pod, a PodList, a List of Pods, a ConfigMap, a Secret,
+// or several of those as YAML documents separated by "---"; JSON works
+// too. Decoding is strict: an unknown field, a value of the wrong type or
+// a duplicate field is an error. The file is taken whole: if any part of
+// it is invalid, DecodeFile returns nothing and an ErrorList with every
+// problem found, each with its field path and, when known, its line. No
+// message quotes a value of a Secret.
+//
+// DecodeFile takes time linear in the size of data, whatever it holds.
+func DecodeFile(path string, data []byte, opts Options) (*Manifest, error) {
 	var steps int
 	return decode(path, data, opts, &steps)
 }
 
-// decode is Decode, counting in steps the work whose amount the input
+// decode is DecodeFile, counting in steps the work whose amount the input
 // decides: the nodes and mapping entries of the schema walk, and the
 // mapping entries indexed and path segments followed to find lines. A test
 // checks that steps grow linearly with the input, whatever it holds; the
 // YAML libraries and validation have their own checks and tests.
-func decode(path string, data []byte, opts Options, steps *int) ([]*Pod, error) {
+func decode(path string, data []byte, opts Options, steps *int) (*Manifest, error) {
 	if opts.NodeName == "" {
 		return nil, fmt.Errorf("decoding %s: no node name given", path)
 	}
@@ -80,48 +104,77 @@ func decode(path string, data []byte, opts Options, steps *int) ([]*Pod, error) 
 	}
 
 	var (
-		errs  ErrorList
-		pods  []*Pod
-		lines = map[Key]int{}
-		lists bool // a document was a list, even an empty one
+		errs    ErrorList
+		m       Manifest
+		lines   = map[Key]int{}
+		objects = map[ObjectKey]int{}
+		lists   bool // a document was a list, even an empty one
 	)
 	for _, doc := range splitDocuments(data) {
 		decoded, derrs := decodeDocument(path, doc, steps)
 		errs = append(errs, derrs...)
 		lists = lists || decoded != nil && len(decoded) == 0
 		for _, d := range decoded {
-			p, problems := prepare(d.pod, path, opts)
-			for _, pr := range problems {
-				errs = append(errs, &Error{
-					File:  path,
-					Line:  d.line(pr.field),
-					Field: d.prefix + pr.field,
-					Msg:   pr.msg,
-				})
+			if d.obj != nil {
+				errs = append(errs, addObject(&m, d, path, opts, objects)...)
+				continue
 			}
+			p, problems := prepare(d.pod, path, opts)
+			errs = append(errs, d.errors(path, problems)...)
 			if p == nil {
 				continue
 			}
 			line := d.line("metadata.name")
 			if first, dup := lines[p.Key()]; dup {
-				msg := fmt.Sprintf("pod %s is defined twice in this file", p.Key())
-				if first > 0 {
-					msg += fmt.Sprintf(" (first at line %d)", first)
-				}
-				errs = append(errs, &Error{File: path, Line: line, Field: d.prefix + "metadata.name", Msg: msg})
+				errs = append(errs, &Error{File: path, Line: line, Field: d.prefix + "metadata.name", Msg: "pod " + p.Key().String() + " is defined twice in this file" + firstAt(first)})
 				continue
 			}
 			lines[p.Key()] = line
-			pods = append(pods, p)
+			m.Pods = append(m.Pods, p)
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if len(pods) == 0 && !(opts.AllowEmptyList && lists) {
+	if len(m.Pods) == 0 && len(m.Objects) == 0 && !(opts.AllowEmptyList && lists) {
 		return nil, ErrorList{{File: path, Msg: "no pods in file"}}
 	}
-	return pods, nil
+	return &m, nil
+}
+
+// addObject prepares the ConfigMap or Secret d and adds it to m, unless
+// it is invalid or defined twice; first holds the line of each object
+// already added.
+func addObject(m *Manifest, d decodedPod, path string, opts Options, first map[ObjectKey]int) ErrorList {
+	o, problems := prepareObject(d.obj, path, opts)
+	if errs := d.errors(path, problems); len(errs) > 0 {
+		return errs
+	}
+	line := d.line("metadata.name")
+	if at, dup := first[o.Key()]; dup {
+		return ErrorList{{File: path, Line: line, Field: "metadata.name", Msg: fmt.Sprintf("%s %s/%s is defined twice in this file%s", o.Kind(), o.Key().Namespace, o.Key().Name, firstAt(at))}}
+	}
+	first[o.Key()] = line
+	o.Line = d.offset + 1
+	m.Objects = append(m.Objects, o)
+	return nil
+}
+
+// errors places the problems found in d in the file.
+func (d *decodedPod) errors(path string, problems []problem) ErrorList {
+	var errs ErrorList
+	for _, pr := range problems {
+		errs = append(errs, &Error{File: path, Line: d.line(pr.field), Field: d.prefix + pr.field, Msg: pr.msg})
+	}
+	return errs
+}
+
+// firstAt is " (first at line N)", or nothing when the line is unknown.
+func firstAt(line int) string {
+	if line <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (first at line %d)", line)
 }
 
 // document is one YAML document of a file.
@@ -160,10 +213,11 @@ func isSeparator(line []byte) bool {
 	return len(line) == 3 || strings.ContainsRune(" \t\r\n", rune(line[3]))
 }
 
-// decodedPod is one pod decoded from a document, with what is needed to
-// place errors found in it later.
+// decodedPod is one pod, or one ConfigMap or Secret, decoded from a
+// document, with what is needed to place errors found in it later.
 type decodedPod struct {
 	pod    *v1.Pod
+	obj    *Object    // instead of pod: a ConfigMap or a Secret
 	node   *yaml.Node // the pod's node, nil when the YAML tree is unavailable
 	prefix string     // field path of the pod in its document ("items[2]." in a list)
 	offset int
@@ -251,14 +305,14 @@ func decodeDocument(file string, doc document, steps *int) ([]decodedPod, ErrorL
 	}
 	kind, _ := h.Kind.(string)
 	switch kind {
-	case "Pod", "PodList", "List":
+	case "Pod", "PodList", "List", KindConfigMap, KindSecret:
 	default:
-		errs = append(errs, &Error{File: file, Line: at("kind"), Field: "kind", Msg: fmt.Sprintf("must be Pod, PodList or List, got %s", show(h.Kind))})
+		errs = append(errs, &Error{File: file, Line: at("kind"), Field: "kind", Msg: fmt.Sprintf("must be Pod, PodList, List, ConfigMap or Secret, got %s", show(h.Kind))})
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if kind != "Pod" && top != nil {
+	if (kind == "PodList" || kind == "List") && top != nil {
 		errs = checkItems(file, top, kind, at)
 		if len(errs) > 0 {
 			return nil, errs
@@ -267,9 +321,15 @@ func decodeDocument(file string, doc document, steps *int) ([]decodedPod, ErrorL
 
 	if top != nil {
 		sc := newSchemaChecker(file, doc.offset, len(doc.data))
-		if kind == "Pod" {
+		switch kind {
+		case "Pod":
 			sc.check(top, typePod, "")
-		} else {
+		case KindConfigMap:
+			sc.check(top, typeConfigMap, "")
+		case KindSecret:
+			sc.redact = true
+			sc.check(top, typeSecret, "")
+		default:
 			sc.check(top, typePodList, "")
 		}
 		*steps += sc.nodes
@@ -283,6 +343,15 @@ func decodeDocument(file string, doc document, steps *int) ([]decodedPod, ErrorL
 
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
+	switch kind {
+	case KindConfigMap, KindSecret:
+		d, err := decodeObject(dec, kind)
+		if err != nil {
+			return nil, ErrorList{jsonError(file, err)}
+		}
+		d.node, d.offset, d.lines = top, doc.offset, lines
+		return []decodedPod{d}, nil
+	}
 	if kind == "Pod" {
 		var p podDoc
 		if err := dec.Decode(&p); err != nil {

@@ -159,13 +159,13 @@ var decodeCases = []struct {
 		name:    "wrong kind",
 		file:    "web.yaml",
 		data:    strings.Replace(webPod, "kind: Pod", "kind: Deployment", 1),
-		wantErr: []string{`web.yaml:2: kind: must be Pod, PodList or List, got "Deployment"`},
+		wantErr: []string{`web.yaml:2: kind: must be Pod, PodList, List, ConfigMap or Secret, got "Deployment"`},
 	},
 	{
 		name:    "missing kind",
 		file:    "web.yaml",
 		data:    strings.Replace(webPod, "kind: Pod\n", "", 1),
-		wantErr: []string{`web.yaml:1: kind: must be Pod, PodList or List, got nothing`},
+		wantErr: []string{`web.yaml:1: kind: must be Pod, PodList, List, ConfigMap or Secret, got nothing`},
 	},
 	{
 		name:     "json",
@@ -248,10 +248,10 @@ var decodeCases = []struct {
 		wantPods: []string{"web-node-1"},
 	},
 	{
-		name:    "configMap volume",
+		name:    "configMap volume without a name",
 		file:    "cm.yaml",
-		data:    webPod + "  volumes:\n  - name: a\n    emptyDir: {}\n  - name: b\n    hostPath:\n      path: /etc\n  - name: c\n    configMap:\n      name: cfg\n",
-		wantErr: []string{"cm.yaml:21: spec.volumes[2].configMap: configMap volumes need an apiserver; staticlet runs without one — use a hostPath volume"},
+		data:    webPod + "  volumes:\n  - name: a\n    emptyDir: {}\n  - name: b\n    hostPath:\n      path: /etc\n  - name: c\n    configMap:\n      optional: true\n",
+		wantErr: []string{"cm.yaml:21: spec.volumes[2].configMap.name: Required value"},
 	},
 	{
 		name:    "full name too long",

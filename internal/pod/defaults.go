@@ -183,10 +183,32 @@ func defaultVolume(v *v1.Volume) {
 		if d.DefaultMode == nil {
 			d.DefaultMode = ptr(v1.DownwardAPIVolumeSourceDefaultMode)
 		}
-		for i := range d.Items {
-			if f := d.Items[i].FieldRef; f != nil && f.APIVersion == "" {
-				f.APIVersion = "v1"
+		defaultFieldRefs(d.Items)
+	}
+	if c := v.ConfigMap; c != nil && c.DefaultMode == nil {
+		c.DefaultMode = ptr(v1.ConfigMapVolumeSourceDefaultMode)
+	}
+	if s := v.Secret; s != nil && s.DefaultMode == nil {
+		s.DefaultMode = ptr(v1.SecretVolumeSourceDefaultMode)
+	}
+	if pr := v.Projected; pr != nil {
+		if pr.DefaultMode == nil {
+			pr.DefaultMode = ptr(v1.ProjectedVolumeSourceDefaultMode)
+		}
+		for _, src := range pr.Sources {
+			if src.DownwardAPI != nil {
+				defaultFieldRefs(src.DownwardAPI.Items)
 			}
+		}
+	}
+}
+
+// defaultFieldRefs gives the fieldRefs of downward API files their
+// apiVersion, v1.
+func defaultFieldRefs(items []v1.DownwardAPIVolumeFile) {
+	for i := range items {
+		if f := items[i].FieldRef; f != nil && f.APIVersion == "" {
+			f.APIVersion = "v1"
 		}
 	}
 }

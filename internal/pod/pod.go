@@ -47,6 +47,15 @@ type Pod struct {
 	// whole pod is replaced; when only a container's hash changes, only that
 	// container is restarted.
 	SandboxHash string
+
+	// Objects are the ConfigMaps and Secrets the pod refers to that its
+	// namespace has, as Resolve found them; a reference missing here is
+	// to an object that does not exist (yet). ObjectsHash digests them and
+	// the missing ones: it changes when an object the pod refers to is
+	// added, edited or removed. Neither takes part in the pod's hashes: a
+	// new value of an object restarts nothing by itself.
+	Objects     map[ObjectKey]*Object
+	ObjectsHash string
 }
 
 // Key returns the pod's key.

@@ -42,6 +42,8 @@ var (
 	typeTime      = reflect.TypeFor[metav1.Time]()
 	typePod       = reflect.TypeFor[v1.Pod]()
 	typePodList   = reflect.TypeFor[v1.PodList]() // both PodList and List documents
+	typeConfigMap = reflect.TypeFor[v1.ConfigMap]()
+	typeSecret    = reflect.TypeFor[v1.Secret]()
 	typeUnmarshal = reflect.TypeFor[json.Unmarshaler]()
 )
 
@@ -71,6 +73,9 @@ type schemaChecker struct {
 	nodes  int // nodes and mapping entries visited
 	budget int // the most nodes may reach
 	fields map[reflect.Type]map[string]structField
+	// redact keeps values out of the messages (a Secret's document):
+	// they name what a value is, never what it says.
+	redact bool
 }
 
 // newSchemaChecker returns a checker for a document of size bytes.
@@ -125,12 +130,12 @@ func (c *schemaChecker) check(n *yaml.Node, t reflect.Type, path string) {
 		// on the way to JSON, as for an integer field.
 		tag := n.ShortTag()
 		if n.Kind != yaml.ScalarNode || tag != "!!int" && tag != "!!str" && !(tag == "!!float" && wholeFloat(n.Value, 32)) {
-			c.errorf(n, path, "expected an integer or a string, got %s", describe(n))
+			c.errorf(n, path, "expected an integer or a string, got %s", c.describe(n))
 		}
 		return
 	case t == typeTime:
 		if n.Kind != yaml.ScalarNode {
-			c.errorf(n, path, "expected a timestamp, got %s", describe(n))
+			c.errorf(n, path, "expected a timestamp, got %s", c.describe(n))
 		}
 		return
 	case reflect.PointerTo(t).Implements(typeUnmarshal):
@@ -147,7 +152,7 @@ func (c *schemaChecker) check(n *yaml.Node, t reflect.Type, path string) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			c.errorf(n, path, "expected a list, got %s", describe(n))
+			c.errorf(n, path, "expected a list, got %s", c.describe(n))
 			return
 		}
 		for i, item := range n.Content {
@@ -162,7 +167,7 @@ func (c *schemaChecker) check(n *yaml.Node, t reflect.Type, path string) {
 
 func (c *schemaChecker) checkQuantity(n *yaml.Node, path string) {
 	if n.Kind != yaml.ScalarNode {
-		c.errorf(n, path, "expected a quantity such as 100m or 1Gi, got %s", describe(n))
+		c.errorf(n, path, "expected a quantity such as 100m or 1Gi, got %s", c.describe(n))
 		return
 	}
 	// The decoder trims spaces around a quantity, as the apiserver's does.
@@ -176,7 +181,7 @@ func (c *schemaChecker) checkQuantity(n *yaml.Node, path string) {
 // (the kubelet and kubectl reject env value: 123 the same way).
 func (c *schemaChecker) checkScalar(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind != yaml.ScalarNode {
-		c.errorf(n, path, "expected %s, got %s", kindName(t), describe(n))
+		c.errorf(n, path, "expected %s, got %s", kindName(t), c.describe(n))
 		return
 	}
 	tag := n.ShortTag()
@@ -185,47 +190,47 @@ func (c *schemaChecker) checkScalar(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.String:
 		switch {
 		case tag == "!!int" || tag == "!!float" || tag == "!!bool":
-			c.errorf(n, path, "expected a string, got %s (quote it)", describe(n))
+			c.errorf(n, path, "expected a string, got %s (quote it)", c.describe(n))
 		case plain && isYAML11Bool(n.Value):
 			// YAML 1.1, which the decoder follows, reads yes/no/on/off as booleans.
-			c.errorf(n, path, "expected a string, got boolean %s (quote it)", n.Value)
+			c.errorf(n, path, "expected a string, got boolean %s (quote it)", c.value(n))
 		}
 	case reflect.Bool:
 		if tag != "!!bool" && !(tag == "!!str" && plain && isYAML11Bool(n.Value)) {
-			c.errorf(n, path, "expected a boolean, got %s", describe(n))
+			c.errorf(n, path, "expected a boolean, got %s", c.describe(n))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		switch tag {
 		case "!!int":
 			if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); errors.Is(err, strconv.ErrRange) {
-				c.errorf(n, path, "%s is out of range for a %d-bit integer", n.Value, t.Bits())
+				c.errorf(n, path, "%s is out of range for a %d-bit integer", c.value(n), t.Bits())
 			}
 		case "!!float":
 			// The YAML to JSON step writes a whole number (8080.0, 1e3)
 			// as an integer, which the decoder takes; anything else it
 			// refuses, without the line or the index given here.
 			if !wholeFloat(n.Value, t.Bits()) {
-				c.errorf(n, path, "expected an integer, got %s", describe(n))
+				c.errorf(n, path, "expected an integer, got %s", c.describe(n))
 			}
 		default:
-			c.errorf(n, path, "expected an integer, got %s", describe(n))
+			c.errorf(n, path, "expected an integer, got %s", c.describe(n))
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		switch tag {
 		case "!!int":
 			if _, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits()); errors.Is(err, strconv.ErrRange) {
-				c.errorf(n, path, "%s is out of range for an unsigned %d-bit integer", n.Value, t.Bits())
+				c.errorf(n, path, "%s is out of range for an unsigned %d-bit integer", c.value(n), t.Bits())
 			}
 		case "!!float":
 			if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err != nil || f < 0 || !wholeFloat(n.Value, t.Bits()+1) {
-				c.errorf(n, path, "expected an unsigned integer, got %s", describe(n))
+				c.errorf(n, path, "expected an unsigned integer, got %s", c.describe(n))
 			}
 		default:
-			c.errorf(n, path, "expected an unsigned integer, got %s", describe(n))
+			c.errorf(n, path, "expected an unsigned integer, got %s", c.describe(n))
 		}
 	case reflect.Float32, reflect.Float64:
 		if tag != "!!int" && tag != "!!float" {
-			c.errorf(n, path, "expected a number, got %s", describe(n))
+			c.errorf(n, path, "expected a number, got %s", c.describe(n))
 		}
 	}
 }
@@ -243,13 +248,13 @@ func wholeFloat(v string, bits int) bool {
 
 func (c *schemaChecker) checkMap(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind != yaml.MappingNode {
-		c.errorf(n, path, "expected a mapping, got %s", describe(n))
+		c.errorf(n, path, "expected a mapping, got %s", c.describe(n))
 		return
 	}
 	seen := map[string]bool{}
 	c.eachPair(n, path, func(k, v *yaml.Node) {
 		if k.Kind != yaml.ScalarNode {
-			c.errorf(k, path, "expected a string key, got %s", describe(k))
+			c.errorf(k, path, "expected a string key, got %s", c.describe(k))
 			return
 		}
 		p := path + "[" + k.Value + "]"
@@ -264,14 +269,14 @@ func (c *schemaChecker) checkMap(n *yaml.Node, t reflect.Type, path string) {
 
 func (c *schemaChecker) checkStruct(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind != yaml.MappingNode {
-		c.errorf(n, path, "expected a mapping, got %s", describe(n))
+		c.errorf(n, path, "expected a mapping, got %s", c.describe(n))
 		return
 	}
 	fields := c.fieldsOf(t)
 	seen := map[string]bool{}
 	c.eachPair(n, path, func(k, v *yaml.Node) {
 		if k.Kind != yaml.ScalarNode {
-			c.errorf(k, path, "expected a field name, got %s", describe(k))
+			c.errorf(k, path, "expected a field name, got %s", c.describe(k))
 			return
 		}
 		p := joinField(path, k.Value)
@@ -384,6 +389,33 @@ func joinField(path, name string) string {
 		return name
 	}
 	return path + "." + name
+}
+
+// describe is describe, without the value when the checker redacts.
+func (c *schemaChecker) describe(n *yaml.Node) string {
+	if !c.redact || n.Kind != yaml.ScalarNode {
+		return describe(n)
+	}
+	switch n.ShortTag() {
+	case "!!int":
+		return "an integer"
+	case "!!float":
+		return "a number"
+	case "!!bool":
+		return "a boolean"
+	case "!!null":
+		return "null"
+	}
+	return "a string"
+}
+
+// value is scalar n's text for a message, or "(value hidden)" when the
+// checker redacts.
+func (c *schemaChecker) value(n *yaml.Node) string {
+	if c.redact {
+		return "(value hidden)"
+	}
+	return n.Value
 }
 
 // describe names a node for a message: its kind and, for a scalar, its value.

@@ -285,23 +285,30 @@ func (v *validator) volumeSource(spec *v1.PodSpec, src *v1.VolumeSource, typ str
 		}
 	case "downwardAPI":
 		v.downwardAPIVolume(src.DownwardAPI, tp)
-	case "configMap", "secret", "persistentVolumeClaim":
-		v.add(tp, "%s volumes need an apiserver; %s — use a hostPath volume", typ, noAPIServer)
+	case "configMap":
+		v.objectVolume(src.ConfigMap.Name, tp.Child("name"), src.ConfigMap.DefaultMode, src.ConfigMap.Items, tp)
+	case "secret":
+		v.objectVolume(src.Secret.SecretName, tp.Child("secretName"), src.Secret.DefaultMode, src.Secret.Items, tp)
 	case "projected":
-		v.add(tp, "projected volumes (serviceAccountToken, configMap and secret sources) need an apiserver; %s — use hostPath or downwardAPI volumes", noAPIServer)
+		v.fileMode(src.Projected.DefaultMode, tp.Child("defaultMode"))
+		v.projected(src.Projected, tp)
+	case "persistentVolumeClaim":
+		v.add(tp, "%s volumes need an apiserver; %s — use a hostPath volume", typ, noAPIServer)
 	default:
-		v.add(tp, "volume type %s is not supported by staticlet; use hostPath, emptyDir or downwardAPI", typ)
+		v.add(tp, "volume type %s is not supported by staticlet; use hostPath, emptyDir, configMap, secret, projected or downwardAPI", typ)
 	}
 }
 
 func (v *validator) downwardAPIVolume(d *v1.DownwardAPIVolumeSource, p *field.Path) {
-	checkMode := func(mode *int32, mp *field.Path) {
-		if mode != nil && (*mode < 0 || *mode > 0o777) {
-			v.addErrs(field.Invalid(mp, *mode, "must be a number between 0 and 0777 (octal), both inclusive"))
-		}
-	}
-	checkMode(d.DefaultMode, p.Child("defaultMode"))
-	for i, item := range d.Items {
+	v.fileMode(d.DefaultMode, p.Child("defaultMode"))
+	v.downwardAPIFiles(d.Items, p, nil)
+}
+
+// downwardAPIFiles checks the files of a downwardAPI volume or projected
+// source; paths, when not nil, holds the paths of the projected volume's
+// other files, and gets these.
+func (v *validator) downwardAPIFiles(items []v1.DownwardAPIVolumeFile, p *field.Path, paths sets.Set[string]) {
+	for i, item := range items {
 		ip := p.Child("items").Index(i)
 		v.relativePath(item.Path, ip.Child("path"), true)
 		// The volume's own entries (..data, the timestamped directories)
@@ -309,7 +316,8 @@ func (v *validator) downwardAPIVolume(d *v1.DownwardAPIVolumeSource, p *field.Pa
 		if strings.HasPrefix(item.Path, "..") && !strings.HasPrefix(item.Path, "../") {
 			v.addErrs(field.Invalid(ip.Child("path"), item.Path, "must not start with '..'"))
 		}
-		checkMode(item.Mode, ip.Child("mode"))
+		v.fileMode(item.Mode, ip.Child("mode"))
+		v.uniquePath(paths, item.Path, p)
 		switch {
 		case item.FieldRef != nil && item.ResourceFieldRef != nil:
 			v.add(ip, "may not have both fieldRef and resourceFieldRef")
@@ -513,13 +521,13 @@ func (v *validator) env(c *v1.Container, p *field.Path, containers sets.Set[stri
 				v.addErrs(field.NotFound(vp.Child("resourceFieldRef", "containerName"), name))
 			}
 		}
-		if vf.ConfigMapKeyRef != nil {
+		if r := vf.ConfigMapKeyRef; r != nil {
 			n++
-			v.add(vp.Child("configMapKeyRef"), "configMap references need an apiserver; %s — use value or a file in a hostPath volume", noAPIServer)
+			v.keySelector(r.Name, r.Key, vp.Child("configMapKeyRef"))
 		}
-		if vf.SecretKeyRef != nil {
+		if r := vf.SecretKeyRef; r != nil {
 			n++
-			v.add(vp.Child("secretKeyRef"), "secret references need an apiserver; %s — use value or a file in a hostPath volume", noAPIServer)
+			v.keySelector(r.Name, r.Key, vp.Child("secretKeyRef"))
 		}
 		if vf.FileKeyRef != nil {
 			n++
@@ -535,12 +543,15 @@ func (v *validator) env(c *v1.Container, p *field.Path, containers sets.Set[stri
 			v.check(ep.Child("prefix"), ef.Prefix, validation.IsRelaxedEnvVarName(ef.Prefix))
 		}
 		if ef.ConfigMapRef != nil {
-			v.add(ep.Child("configMapRef"), "configMap references need an apiserver; %s — use env values", noAPIServer)
+			v.objectName(ef.ConfigMapRef.Name, ep.Child("configMapRef", "name"))
 		}
 		if ef.SecretRef != nil {
-			v.add(ep.Child("secretRef"), "secret references need an apiserver; %s — use env values", noAPIServer)
+			v.objectName(ef.SecretRef.Name, ep.Child("secretRef", "name"))
 		}
-		if ef.ConfigMapRef == nil && ef.SecretRef == nil {
+		switch {
+		case ef.ConfigMapRef != nil && ef.SecretRef != nil:
+			v.addErrs(field.Forbidden(ep, "may not have more than one field specified at a time"))
+		case ef.ConfigMapRef == nil && ef.SecretRef == nil:
 			v.addErrs(field.Required(ep, "one of configMapRef or secretRef"))
 		}
 	}

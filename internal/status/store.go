@@ -29,6 +29,9 @@ type Manifest struct {
 	Path string `json:"path"`
 	// Pods are the keys ("namespace/name") of the pods the file defines.
 	Pods []string `json:"pods,omitempty"`
+	// Objects are the keys of the ConfigMaps and Secrets the file defines,
+	// as "configmap/namespace/name".
+	Objects []string `json:"objects,omitempty"`
 	// Error says why the file was rejected; empty when it was accepted.
 	Error string `json:"error,omitempty"`
 	// LastSuccess is, for a URL whose last poll failed, when it last served

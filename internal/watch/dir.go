@@ -28,9 +28,10 @@ const (
 // this many Debounce periods after the first event of a burst.
 const maxWaitFactor = 10
 
-// Decoder turns one file's bytes into pods; it is pod.Decode with its options
-// bound. A source calls it from its Run goroutine only.
-type Decoder func(path string, data []byte) ([]*pod.Pod, error)
+// Decoder turns one file's bytes into the pods and objects it defines; it
+// is pod.DecodeFile with its options bound. A source calls it from its Run
+// goroutine only.
+type Decoder func(path string, data []byte) (*pod.Manifest, error)
 
 // DirConfig configures a directory source.
 type DirConfig struct {

@@ -20,7 +20,16 @@ import (
 // fakeDecode stands in for pod.Decode: one pod per "name: x" or
 // "name: ns/x" line (namespace "default" when none), and an error for the
 // content "bad".
-func fakeDecode(path string, data []byte) ([]*pod.Pod, error) {
+func fakeDecode(path string, data []byte) (*pod.Manifest, error) {
+	pods, err := fakePods(path, data)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Manifest{Pods: pods}, nil
+}
+
+// fakePods is fakeDecode's pods.
+func fakePods(path string, data []byte) ([]*pod.Pod, error) {
 	text := strings.TrimSpace(string(data))
 	if text == "bad" {
 		return nil, errors.New("bad manifest")
@@ -54,7 +63,7 @@ func newPod(ns, name, source string) *pod.Pod {
 // countingDecoder wraps fakeDecode and counts its calls.
 type countingDecoder struct{ calls atomic.Int64 }
 
-func (c *countingDecoder) decode(path string, data []byte) ([]*pod.Pod, error) {
+func (c *countingDecoder) decode(path string, data []byte) (*pod.Manifest, error) {
 	c.calls.Add(1)
 	return fakeDecode(path, data)
 }

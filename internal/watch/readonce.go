@@ -11,7 +11,7 @@ func ReadOnce(path string, decode Decoder) Snapshot {
 	// are now.
 	for i := range snap.Files {
 		if snap.Files[i].Err != nil {
-			snap.Files[i].Pods = nil
+			snap.Files[i].Pods, snap.Files[i].Objects = nil, nil
 		}
 	}
 	return snap

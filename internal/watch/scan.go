@@ -24,7 +24,12 @@ type fileState struct {
 	haveSum bool       // sum is the content last given to the decoder
 	gen     uint64     // unique across the source; changes whenever the result does
 	good    []*pod.Pod // pods from the last content that decoded
-	err     error      // why the current content is rejected; nil when good
+	objects []*pod.Object
+	// reads says that the last good content reads other files (a
+	// Secret's staticlet.io/secret-files): it is decoded again at every
+	// listing, even unchanged, so that a new value of those is seen.
+	reads bool
+	err   error // why the current content is rejected; nil when good
 }
 
 // ignored reports whether a directory entry is not a manifest: hidden files
@@ -134,19 +139,19 @@ func (d *Dir) update(p string) bool {
 		return true
 	}
 	sum := sha256.Sum256(data)
-	if st.haveSum && sum == st.sum {
+	if st.haveSum && sum == st.sum && !(st.err == nil && st.reads) {
 		return true // touched but not changed: the decoded result still holds
 	}
 	st.sum, st.haveSum = sum, true
-	pods, err := d.cfg.Decode(p, data)
+	m, err := d.cfg.Decode(p, data)
 	if err != nil {
 		d.reject(p, st, err)
 		return true
 	}
 	if st.err != nil {
-		d.log.Info("manifest file accepted again", "path", p, "pods", len(pods))
+		d.log.Info("manifest file accepted again", "path", p, "pods", len(m.Pods))
 	}
-	st.good, st.err = pods, nil
+	st.good, st.objects, st.reads, st.err = m.Pods, m.Objects, m.ReadsFiles(), nil
 	st.gen = d.nextGen()
 	return true
 }
@@ -172,7 +177,7 @@ func (d *Dir) nextGen() uint64 {
 func (d *Dir) results() []FileResult {
 	files := make([]FileResult, 0, len(d.files))
 	for p, st := range d.files {
-		files = append(files, FileResult{Path: p, Pods: st.good, Err: st.err})
+		files = append(files, FileResult{Path: p, Pods: st.good, Objects: st.objects, Err: st.err})
 	}
 	slices.SortFunc(files, func(a, b FileResult) int { return cmp.Compare(a.Path, b.Path) })
 	return files

@@ -34,6 +34,9 @@ type FileResult struct {
 	// (nil if it never had good content), so that a bad edit does not stop
 	// running pods.
 	Pods []*pod.Pod
+	// Objects are the ConfigMaps and Secrets in force from this file, kept
+	// as its pods are.
+	Objects []*pod.Object
 	// Err says why the file's current content is rejected; nil when good.
 	Err error
 	// LastSuccess is, for a URL with Err set, when it last served good
@@ -71,6 +74,18 @@ func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("pod %q is also defined in %s; this definition is ignored", e.Key.String(), e.Winner)
 }
 
+// DuplicateObjectError is the error Merge gives a file that defines a
+// ConfigMap or Secret already defined elsewhere.
+type DuplicateObjectError struct {
+	Key    pod.ObjectKey
+	Winner string // the path of the definition in force
+}
+
+// Error returns the message the user sees in "staticlet get manifests".
+func (e *DuplicateObjectError) Error() string {
+	return fmt.Sprintf("%s %q is also defined in %s; this definition is ignored", e.Key.Kind, e.Key.Namespace+"/"+e.Key.Name, e.Winner)
+}
+
 // Merge combines the latest snapshot of each source into the pods to run,
 // sorted by key, and the results of every file, ordered by source name and
 // then by path.
@@ -85,12 +100,14 @@ func (e *DuplicateError) Error() string {
 // is rejected (the last good ones) take part in this rule like any others.
 // Source names start with their kind, and "dir:" sorts before "url:": a file
 // on the node wins over the URL, so a local file can override what a fleet
-// serves, and what runs does not depend on the network.
+// serves, and what runs does not depend on the network. ConfigMaps and
+// Secrets follow the same rule, each kind on its own (a DuplicateObjectError).
 func Merge(snaps []Snapshot) (pods []*pod.Pod, files []FileResult) {
 	order := slices.Clone(snaps)
 	slices.SortStableFunc(order, func(a, b Snapshot) int { return cmp.Compare(a.Source, b.Source) })
 
-	winner := make(map[pod.Key]string) // pod key -> path of the definition in force
+	winner := make(map[pod.Key]string)          // pod key -> path of the definition in force
+	objWinner := make(map[pod.ObjectKey]string) // the same for objects
 	for _, s := range order {
 		fs := slices.Clone(s.Files)
 		slices.SortStableFunc(fs, func(a, b FileResult) int { return cmp.Compare(a.Path, b.Path) })
@@ -106,10 +123,20 @@ func Merge(snaps []Snapshot) (pods []*pod.Pod, files []FileResult) {
 				winner[k] = f.Path
 				kept = append(kept, p)
 			}
+			keptObjs := f.Objects[:0:0]
+			for _, o := range f.Objects {
+				k := o.Key()
+				if w, ok := objWinner[k]; ok {
+					dups = append(dups, &DuplicateObjectError{Key: k, Winner: w})
+					continue
+				}
+				objWinner[k] = f.Path
+				keptObjs = append(keptObjs, o)
+			}
 			if len(dups) > 0 {
 				// Only rebuild the result when something collided, so that an
 				// unaffected file keeps its error value (and errors.Is on it) as is.
-				f.Pods = kept
+				f.Pods, f.Objects = kept, keptObjs
 				f.Err = errors.Join(append([]error{f.Err}, dups...)...)
 			}
 			pods = append(pods, f.Pods...)

@@ -63,7 +63,8 @@ type URLConfig struct {
 	Decode Decoder
 	// CacheFile, if set, keeps the last good body across restarts: a
 	// staticlet started while the URL is down runs the pods it last served
-	// instead of stopping them.
+	// instead of stopping them. A body that defines a Secret is not kept:
+	// a Secret's values never go to disk.
 	CacheFile string
 	// Polled, when set, is told of every poll's outcome from Run's
 	// goroutine: the URL (password redacted) and the response's status
@@ -96,6 +97,7 @@ type URL struct {
 	sum            [sha256.Size]byte // the last 200's body
 	haveBody       bool              // sum, etag and modified are set
 	good           []*pod.Pod        // pods of the last body that decoded
+	objects        []*pod.Object     // its ConfigMaps and Secrets
 	bodyErr        error             // why the last body is rejected
 	fetchErr       error             // why the last poll failed
 	lastSuccess    time.Time         // the start of the last poll that found good manifests
@@ -261,11 +263,11 @@ func (s *URL) poll(ctx context.Context) {
 		return
 	}
 	s.sum, s.haveBody = sum, true
-	var pods []*pod.Pod
+	m := &pod.Manifest{}
 	if len(bytes.TrimSpace(body)) == 0 {
 		err = errors.New("empty response body (to remove every pod, serve an empty PodList)")
 	} else {
-		pods, err = s.cfg.Decode(s.url, body)
+		m, err = s.cfg.Decode(s.url, body)
 	}
 	if err != nil {
 		if s.bodyErr == nil || s.bodyErr.Error() != err.Error() {
@@ -276,11 +278,21 @@ func (s *URL) poll(ctx context.Context) {
 		return
 	}
 	if s.bodyErr != nil {
-		s.log.Info("manifests from URL accepted again", "pods", len(pods))
+		s.log.Info("manifests from URL accepted again", "pods", len(m.Pods))
 	}
-	s.good, s.bodyErr = pods, nil
+	s.good, s.objects, s.bodyErr = m.Pods, m.Objects, nil
 	s.gen++
-	s.saveCache(body)
+	s.saveCache(body, hasSecrets(m))
+}
+
+// hasSecrets tells whether m defines a Secret.
+func hasSecrets(m *pod.Manifest) bool {
+	for _, o := range m.Objects {
+		if o.Secret != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // loadCache takes the body kept by an earlier run as the last good one, as
@@ -297,21 +309,29 @@ func (s *URL) loadCache() {
 		}
 		return
 	}
-	pods, err := s.cfg.Decode(s.url, body)
+	m, err := s.cfg.Decode(s.url, body)
 	if err != nil {
 		s.log.Warn("manifests kept from the URL do not decode; ignoring them", "err", err)
 		return
 	}
-	s.good, s.sum, s.haveBody = pods, sha256.Sum256(body), true
+	s.good, s.objects, s.sum, s.haveBody = m.Pods, m.Objects, sha256.Sum256(body), true
 	if fi, err := os.Stat(s.cfg.CacheFile); err == nil {
 		s.lastSuccess = fi.ModTime()
 	}
 	s.gen++
 }
 
-// saveCache keeps a good body for the next run.
-func (s *URL) saveCache(body []byte) {
+// saveCache keeps a good body for the next run; a body that holds a
+// Secret is not kept (a Secret's values never go to disk), and the one
+// kept before goes.
+func (s *URL) saveCache(body []byte, secrets bool) {
 	if s.cfg.CacheFile == "" {
+		return
+	}
+	if secrets {
+		if err := os.Remove(s.cfg.CacheFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("removing the manifests kept from the URL", "err", err)
+		}
 		return
 	}
 	if err := writeAtomic(s.cfg.CacheFile, body); err != nil {
@@ -435,7 +455,7 @@ func statusText(resp *http.Response) string {
 
 // snapshot returns the current view: one result, for the URL.
 func (s *URL) snapshot() Snapshot {
-	f := FileResult{Path: s.url, Pods: s.good, Err: s.err()}
+	f := FileResult{Path: s.url, Pods: s.good, Objects: s.objects, Err: s.err()}
 	if f.Err != nil {
 		f.LastSuccess = s.lastSuccess
 	}

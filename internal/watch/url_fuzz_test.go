@@ -43,8 +43,8 @@ func FuzzURLBody(f *testing.F) {
 		f.Add(s, s, i%2 == 1)
 	}
 	seen := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	decode := func(path string, data []byte) ([]*pod.Pod, error) {
-		return pod.Decode(path, data, pod.Options{NodeName: "n1", SourceKind: pod.SourceHTTP, Seen: seen, AllowEmptyList: true})
+	decode := func(path string, data []byte) (*pod.Manifest, error) {
+		return pod.DecodeFile(path, data, pod.Options{NodeName: "n1", SourceKind: pod.SourceHTTP, Seen: seen, AllowEmptyList: true})
 	}
 	f.Fuzz(func(t *testing.T, first, second string, unsized bool) {
 		u, err := NewURL(URLConfig{URL: "http://user:secret@manifests.test/pods", Decode: decode, MaxSize: fuzzMaxSize})
@@ -76,7 +76,7 @@ func FuzzURLBody(f *testing.F) {
 			case err != nil:
 				wantErr = err.Error()
 			default:
-				good, everGood = pods, true
+				good, everGood = pods.Pods, true
 			}
 			if wantErr == "" && got.Err != nil || wantErr != "" && (got.Err == nil || !strings.Contains(got.Err.Error(), wantErr)) {
 				t.Fatalf("body %d %.100q: error %v, want %q", i, body, got.Err, wantErr)

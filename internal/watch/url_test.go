@@ -294,8 +294,8 @@ func TestURLRealDecoder(t *testing.T) {
 	ms := &manifestServer{body: fmt.Sprintf(podYAML, "one"), etag: true}
 	srv := httptest.NewServer(ms)
 	defer srv.Close()
-	decode := func(path string, data []byte) ([]*pod.Pod, error) {
-		return pod.Decode(path, data, pod.Options{NodeName: "n1", SourceKind: pod.SourceHTTP, Seen: time.Now(), AllowEmptyList: true})
+	decode := func(path string, data []byte) (*pod.Manifest, error) {
+		return pod.DecodeFile(path, data, pod.Options{NodeName: "n1", SourceKind: pod.SourceHTTP, Seen: time.Now(), AllowEmptyList: true})
 	}
 	r := start(t, newURLSource(t, srv.URL, 10*time.Millisecond, func(c *URLConfig) { c.Decode = decode }))
 	s := waitSnap(t, r, "default/one-n1")
