@@ -26,19 +26,31 @@ import (
 const (
 	emptyDirVolumes    = "volumes/empty-dir"
 	downwardAPIVolumes = "volumes/downward-api"
+	configMapVolumes   = "volumes/configmap"
+	secretVolumes      = "volumes/secret"
+	projectedVolumes   = "volumes/projected"
 )
 
 // prepareVolumes resolves each volume of p to a path on the host, creating
 // what the volume's type says to create: a hostPath checked or created as
-// its type asks, an emptyDir directory (a tmpfs for medium Memory), a
-// downwardAPI volume's files. Pod state lives under the sandbox's UID, the
-// directory created with the sandbox. It is idempotent, called before each
-// container start: an emptyDir keeps its content across container restarts.
+// its type asks, an emptyDir directory (a tmpfs for medium Memory), the
+// files of a configMap, secret, projected or downwardAPI volume (see
+// writeAPIVolume). Pod state lives under the sandbox's UID, the directory
+// created with the sandbox. It is idempotent, called before each container
+// start: an emptyDir keeps its content across container restarts.
 // Calls for one pod must not run at once (its worker makes them in turn).
 func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]string, error) {
 	out := make(map[string]string, len(p.Spec.Volumes))
 	podDir := r.PodDir(sandboxUID)
-	for _, v := range p.Spec.Volumes {
+	for i := range p.Spec.Volumes {
+		v := &p.Spec.Volumes[i]
+		if dir, ok := apiVolumeDir(podDir, v); ok {
+			if err := r.writeAPIVolume(p, v, dir); err != nil {
+				return nil, err
+			}
+			out[v.Name] = dir
+			continue
+		}
 		var err error
 		switch {
 		case v.HostPath != nil:
@@ -47,13 +59,6 @@ func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]stri
 		case v.EmptyDir != nil:
 			dir := filepath.Join(podDir, emptyDirVolumes, v.Name)
 			err = r.prepareEmptyDir(p, v.EmptyDir, dir)
-			out[v.Name] = dir
-		case v.DownwardAPI != nil:
-			dir := filepath.Join(podDir, downwardAPIVolumes, v.Name)
-			var files map[string]spec.VolumeFile
-			if files, err = spec.DownwardAPIFiles(p, v.DownwardAPI, r.node); err == nil {
-				err = writeVolumeFiles(dir, files, spec.FSGroup(p))
-			}
 			out[v.Name] = dir
 		default:
 			// Validation refuses every other type.
@@ -64,6 +69,53 @@ func (r *Runtime) prepareVolumes(p *pod.Pod, sandboxUID string) (map[string]stri
 		}
 	}
 	return out, nil
+}
+
+// apiVolumeDir is the directory of a volume whose files staticlet writes
+// from the pod and its objects (configMap, secret, projected,
+// downwardAPI); ok is false for other types.
+func apiVolumeDir(podDir string, v *v1.Volume) (string, bool) {
+	var typ string
+	switch {
+	case v.ConfigMap != nil:
+		typ = configMapVolumes
+	case v.Secret != nil:
+		typ = secretVolumes
+	case v.Projected != nil:
+		typ = projectedVolumes
+	case v.DownwardAPI != nil:
+		typ = downwardAPIVolumes
+	default:
+		return "", false
+	}
+	return filepath.Join(podDir, typ, v.Name), true
+}
+
+// writeAPIVolume writes the files of volume v of p into dir as the
+// kubelet does: through the atomic ..data layout (writeVolumeFiles), in a
+// directory made as the emptyDir the kubelet wraps such a volume in, for
+// secret and projected volumes a tmpfs mounted on dir first, so that
+// their values never touch a disk. An error is a
+// pod.WaitingError (CreateContainerConfigError) worded as the kubelet's
+// mount failures; it quotes no value. When the files cannot be made
+// (a missing ConfigMap, say), dir keeps those it had.
+func (r *Runtime) writeAPIVolume(p *pod.Pod, v *v1.Volume, dir string) error {
+	files, _, err := spec.VolumeFiles(p, v, r.node)
+	if err == nil {
+		wrapped := &v1.EmptyDirVolumeSource{}
+		if spec.VolumeOnTmpfs(v) {
+			wrapped.Medium = v1.StorageMediumMemory
+		}
+		err = r.prepareEmptyDir(p, wrapped, dir)
+	}
+	if err == nil {
+		err = writeVolumeFiles(dir, files, spec.FSGroup(p))
+	}
+	if err != nil {
+		return &pod.WaitingError{Reason: "CreateContainerConfigError",
+			Err: fmt.Errorf("MountVolume.SetUp failed for volume %q: %w", v.Name, err)}
+	}
+	return nil
 }
 
 // prepareEmptyDir makes an emptyDir volume's directory, world-writable as
@@ -391,9 +443,9 @@ func prepareHostPath(hp *v1.HostPathVolumeSource) error {
 }
 
 // unmountPodVolumes unmounts whatever is mounted in a pod's directory (the
-// tmpfs of its Memory emptyDirs), deepest first, so that removing the
-// directory removes files rather than emptying live mounts and leaving
-// them behind. It reads the host's mounts rather than trusting the pod's
+// tmpfs of its Memory emptyDirs, secret and projected volumes), deepest
+// first, so that removing the directory removes files rather than
+// emptying live mounts and leaving them behind. It reads the host's mounts rather than trusting the pod's
 // manifest, so a pod whose staticlet was killed, or whose manifest is gone,
 // leaks nothing.
 func unmountPodVolumes(podDir string) error {

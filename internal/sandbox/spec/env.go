@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -23,36 +24,79 @@ type NodeFacts struct {
 	Memory resource.Quantity
 }
 
-// resolveEnv returns c's environment in order, each valueFrom resolved and
-// $(VAR) references to variables defined before it expanded, as the kubelet
-// does.
+// resolveEnv returns c's environment in order, as the kubelet makes it:
+// the variables of its envFrom sources first, then its env, each valueFrom
+// resolved and $(VAR) references to variables defined before it (envFrom's
+// included) expanded; an env variable overrides one of the same name from
+// envFrom, in its place. An optional reference to a missing ConfigMap,
+// Secret or key leaves its variable out. A reference that cannot be
+// resolved is a pod.WaitingError (CreateContainerConfigError) with the
+// kubelet's message.
 func resolveEnv(p *pod.Pod, c *v1.Container, node NodeFacts) ([]v1.EnvVar, map[string]string, error) {
-	vals := make(map[string]string, len(c.Env))
-	out := make([]v1.EnvVar, 0, len(c.Env))
+	from, err := envFromVars(p, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	vals := make(map[string]string, len(from)+len(c.Env))
+	out := make([]v1.EnvVar, 0, len(from)+len(c.Env))
+	at := make(map[string]int, len(from)+len(c.Env))
+	set := func(name, value string) {
+		vals[name] = value
+		if i, ok := at[name]; ok {
+			out[i].Value = value
+			return
+		}
+		at[name] = len(out)
+		out = append(out, v1.EnvVar{Name: name, Value: value})
+	}
+	for _, e := range from {
+		set(e.Name, e.Value)
+	}
 	for i, e := range c.Env {
 		v := expand(e.Value, vals)
 		if e.ValueFrom != nil {
-			var err error
-			if v, err = valueFrom(p, c, e.ValueFrom, node); err != nil {
+			var ok bool
+			if v, ok, err = valueFrom(p, c, e.ValueFrom, node); err != nil {
+				if isWaiting(err) {
+					return nil, nil, err
+				}
 				return nil, nil, fmt.Errorf("env[%d] %s: %w", i, e.Name, err)
 			}
+			if !ok {
+				continue
+			}
 		}
-		vals[e.Name] = v
-		out = append(out, v1.EnvVar{Name: e.Name, Value: v})
+		set(e.Name, v)
 	}
 	return out, vals, nil
 }
 
-// valueFrom resolves a variable's source.
-func valueFrom(p *pod.Pod, c *v1.Container, src *v1.EnvVarSource, node NodeFacts) (string, error) {
+// isWaiting tells whether err is a pod.WaitingError, whose message is the
+// kubelet's and goes unwrapped.
+func isWaiting(err error) bool {
+	var we *pod.WaitingError
+	return errors.As(err, &we)
+}
+
+// valueFrom resolves a variable's source; ok is false when the variable
+// is left out (an optional reference to what is missing).
+func valueFrom(p *pod.Pod, c *v1.Container, src *v1.EnvVarSource, node NodeFacts) (value string, ok bool, err error) {
 	switch {
 	case src.FieldRef != nil:
-		return fieldValue(p, src.FieldRef.FieldPath, node)
+		value, err = fieldValue(p, src.FieldRef.FieldPath, node)
+		return value, err == nil, err
 	case src.ResourceFieldRef != nil:
-		return resourceValue(p, c, src.ResourceFieldRef, node)
+		value, err = resourceValue(p, c, src.ResourceFieldRef, node)
+		return value, err == nil, err
+	case src.ConfigMapKeyRef != nil:
+		r := src.ConfigMapKeyRef
+		return keyRefValue(p, pod.KindConfigMap, r.Name, r.Key, r.Optional)
+	case src.SecretKeyRef != nil:
+		r := src.SecretKeyRef
+		return keyRefValue(p, pod.KindSecret, r.Name, r.Key, r.Optional)
 	}
-	// Validation refuses the sources that need an apiserver.
-	return "", fmt.Errorf("unsupported value source")
+	// Validation refuses the other sources (fileKeyRef).
+	return "", false, fmt.Errorf("unsupported value source")
 }
 
 // fieldValue is the downward API's value of a pod field.

@@ -203,6 +203,9 @@ func Container(p *pod.Pod, c *v1.Container, o ContainerOptions) (*specs.Spec, er
 	s.Root = &specs.Root{Path: "rootfs"}
 	vars, vals, err := resolveEnv(p, c, o.Node)
 	if err != nil {
+		if isWaiting(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("container %q: %w", c.Name, err)
 	}
 	// Command and args see the container's variables, not the image's.

@@ -28,8 +28,8 @@ const (
 // asks for, and sets the propagation of the container's root that those
 // need (containerd's CRI does the same: a Bidirectional mount needs a
 // shared root, a HostToContainer one at least a slave root). Volumes the
-// kubelet always mounts read-only (downwardAPI) are read-only whatever the
-// mount says.
+// kubelet always mounts read-only (configMap, secret, projected,
+// downwardAPI) are read-only whatever the mount says.
 func volumeMounts(s *specs.Spec, p *pod.Pod, c *v1.Container, volumes map[string]string, vals map[string]string) ([]specs.Mount, error) {
 	var out []specs.Mount
 	for i, vm := range c.VolumeMounts {
@@ -93,11 +93,12 @@ func mountPropagation(c *v1.Container, m *v1.MountPropagationMode) (string, erro
 }
 
 // readOnlyVolume tells whether the pod's volume name is one the kubelet
-// mounts read-only in every container.
+// mounts read-only in every container: those whose files it writes
+// (configMap, secret, projected, downwardAPI).
 func readOnlyVolume(p *pod.Pod, name string) bool {
 	for _, v := range p.Spec.Volumes {
 		if v.Name == name {
-			return v.DownwardAPI != nil
+			return v.DownwardAPI != nil || v.ConfigMap != nil || v.Secret != nil || v.Projected != nil
 		}
 	}
 	return false
