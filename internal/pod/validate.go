@@ -77,6 +77,7 @@ var (
 	subscriptFieldPath = regexp.MustCompile(`^metadata\.(labels|annotations)\['([^']+)'\]$`)
 	resourceFieldNames = sets.New("limits.cpu", "limits.memory", "limits.ephemeral-storage",
 		"requests.cpu", "requests.memory", "requests.ephemeral-storage")
+	linuxStopSignals   = stopSignals()
 	standardFinalizers = sets.New("kubernetes", metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents)
 	hostPathTypes      = sets.New(v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
 		v1.HostPathFileOrCreate, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev)
@@ -103,6 +104,22 @@ func validate(p *v1.Pod, nodeName string) []problem {
 	v.securityAnnotations(p, meta.Child("annotations"))
 	v.ownAnnotations(p, meta.Child("annotations"))
 	return v.problems
+}
+
+// stopSignals returns the signal names a Linux container's
+// lifecycle.stopSignal may give: those of core/v1's Signal.
+func stopSignals() sets.Set[string] {
+	s := sets.New(strings.Fields(`SIGABRT SIGALRM SIGBUS SIGCHLD SIGCLD SIGCONT SIGFPE SIGHUP SIGILL SIGINT
+		SIGIO SIGIOT SIGKILL SIGPIPE SIGPOLL SIGPROF SIGPWR SIGQUIT SIGSEGV SIGSTKFLT SIGSTOP SIGSYS
+		SIGTERM SIGTRAP SIGTSTP SIGTTIN SIGTTOU SIGURG SIGUSR1 SIGUSR2 SIGVTALRM SIGWINCH SIGXCPU
+		SIGXFSZ SIGRTMIN SIGRTMAX`)...)
+	for i := 1; i <= 15; i++ {
+		s.Insert(fmt.Sprintf("SIGRTMIN+%d", i))
+	}
+	for i := 1; i <= 14; i++ {
+		s.Insert(fmt.Sprintf("SIGRTMAX-%d", i))
+	}
+	return s
 }
 
 // finalizers checks metadata.finalizers: qualified names, or one of the
@@ -444,7 +461,7 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 		v.probe(c.LivenessProbe, p.Child("livenessProbe"), true)
 		v.probe(c.ReadinessProbe, p.Child("readinessProbe"), false)
 		v.probe(c.StartupProbe, p.Child("startupProbe"), true)
-		v.lifecycle(c.Lifecycle, p.Child("lifecycle"), cc.spec.TerminationGracePeriodSeconds)
+		v.lifecycle(c.Lifecycle, p.Child("lifecycle"), cc.spec)
 	}
 
 	v.ports(c, p.Child("ports"), cc)
@@ -648,9 +665,19 @@ func (v *validator) probe(pr *v1.Probe, p *field.Path, once bool) {
 
 // lifecycle checks a container's hooks; a sleep may not outlast the pod's
 // grace period.
-func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path, grace *int64) {
+func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path, spec *v1.PodSpec) {
 	if l == nil {
 		return
+	}
+	grace := spec.TerminationGracePeriodSeconds
+	if sig := l.StopSignal; sig != nil {
+		// The signals differ by OS, so the pod must say which it is for.
+		switch {
+		case spec.OS == nil:
+			v.addErrs(field.Forbidden(p.Child("stopSignal"), "may not be set for containers with empty `spec.os.name`"))
+		case spec.OS.Name == v1.Linux && !linuxStopSignals.Has(string(*sig)):
+			v.addErrs(field.NotSupported(p.Child("stopSignal"), *sig, sets.List(linuxStopSignals)))
+		}
 	}
 	for _, f := range []struct {
 		name string

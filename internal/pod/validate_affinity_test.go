@@ -72,7 +72,7 @@ func TestValidateScheduling(t *testing.T) {
 }
 
 // TestValidateMetaAndHost checks finalizers, the serviceAccount alias,
-// host process containers and hostnameOverride.
+// host process containers, hostnameOverride and stopSignal.
 func TestValidateMetaAndHost(t *testing.T) {
 	withMeta := func(meta string) string {
 		return strings.Replace(podWith("", ""), "  name: web\n", "  name: web\n"+meta, 1)
@@ -106,5 +106,11 @@ func TestValidateMetaAndHost(t *testing.T) {
 			podWith("  setHostnameAsFQDN: true\n  hostnameOverride: my-host\n", ""), []string{"spec.hostnameOverride: Forbidden"}},
 		{"hostnameOverride bad", "validatePodHostName: a DNS subdomain",
 			podWith("  hostnameOverride: Bad_Host\n", ""), []string{`spec.hostnameOverride: Invalid value: "Bad_Host"`}},
+		{"stopSignal without os", "validateStopSignal: spec.os.name says which signals there are",
+			podWith("", "    lifecycle: {stopSignal: SIGUSR1}\n"), []string{"spec.containers[0].lifecycle.stopSignal: Forbidden: may not be set for containers with empty `spec.os.name`"}},
+		{"stopSignal on linux", "validateStopSignal: a Linux signal, real-time ones too",
+			podWith("  os: {name: linux}\n", "    lifecycle: {stopSignal: SIGRTMAX-3}\n"), nil},
+		{"stopSignal unknown", "validateStopSignal: a Linux signal",
+			podWith("  os: {name: linux}\n", "    lifecycle: {stopSignal: SIGBOGUS}\n"), []string{`spec.containers[0].lifecycle.stopSignal: Unsupported value: "SIGBOGUS"`}},
 	})
 }

@@ -147,6 +147,8 @@ func compare(t *testing.T, dir string, adds func(kind string) []addition) {
 			t.Errorf("accepted by staticlet, rejected by the apiserver: %s (%s)\n  apiserver %s", m.name, m.category, a)
 		case s.rejected && !a.rejected && allowed(s) == "":
 			t.Errorf("rejected by staticlet, accepted by the apiserver: %s (%s)\n  staticlet %s", m.name, m.category, s)
+		case s.rejected && !a.rejected && testing.Verbose():
+			t.Logf("stricter, allowed: %s: %s\n  staticlet %s", m.name, allowed(s), short(s))
 		case s.rejected && a.rejected && !fieldsMeet(s.fields, a.fields) && testing.Verbose():
 			t.Logf("fields differ: %s\n  staticlet %s\n  apiserver %s", m.name, short(s), short(a))
 		}

@@ -56,7 +56,10 @@ func loadBases(t *testing.T, dir string) map[string]*yaml.Node {
 
 // keyedMaps are the mappings whose keys are data: each key is renamed in
 // the ways keyChanges lists.
-var keyedMaps = map[string]bool{"data": true, "binaryData": true, "stringData": true, "labels": true, "annotations": true}
+var keyedMaps = map[string]bool{
+	"data": true, "binaryData": true, "stringData": true, "labels": true, "annotations": true,
+	"nodeSelector": true, "limits": true, "requests": true,
+}
 
 // keyChanges are the new names given to a key of a keyedMaps mapping.
 var keyChanges = []scalarChange{
@@ -183,6 +186,8 @@ func scalarMutations(s site) []scalarChange {
 			{"string:invalid", "!!str", "Not_Valid!"},
 			{"string:long", "!!str", strings.Repeat("a", 300)},
 			{"string:space", "!!str", " " + n.Value},
+			{"string:dash", "!!str", "-" + n.Value},
+			{"string:unicode", "!!str", n.Value + "é"},
 		}
 		if up := strings.ToUpper(n.Value); up != n.Value {
 			out = append(out, scalarChange{"string:upper", "!!str", up})
@@ -202,6 +207,8 @@ func scalarMutations(s site) []scalarChange {
 			{"number:fraction", "!!float", "1.5"},
 			{"number:whole-float", "!!float", n.Value + ".0"},
 			{"number:string", "!!str", n.Value},
+			{"number:max-int32", "!!int", "2147483647"},
+			{"number:past-int64", "!!int", "9223372036854775808"},
 		}
 	case "!!bool":
 		flip := "true"
