@@ -39,11 +39,15 @@ func setDefaults(p *v1.Pod) {
 		s.SchedulerName = v1.DefaultSchedulerName
 	}
 	// serviceAccount is the deprecated name of serviceAccountName: the
-	// newer wins, and the two are kept the same.
+	// newer wins, and the two are kept the same, as the apiserver's
+	// defaults keep them; a pod without the alias is left without it, so
+	// that its hashes stay those of earlier releases.
 	if s.ServiceAccountName == "" {
-		s.ServiceAccountName = s.DeprecatedServiceAccount //nolint:staticcheck // the alias, as the apiserver's defaults keep it
+		s.ServiceAccountName = s.DeprecatedServiceAccount
 	}
-	s.DeprecatedServiceAccount = s.ServiceAccountName //nolint:staticcheck // the alias, as the apiserver's defaults keep it
+	if s.DeprecatedServiceAccount != "" {
+		s.DeprecatedServiceAccount = s.ServiceAccountName
+	}
 	if s.EnableServiceLinks == nil {
 		s.EnableServiceLinks = ptr(v1.DefaultEnableServiceLinks)
 	}
