@@ -326,7 +326,8 @@ spec:
 }
 
 // TestSyncVolumesNoPodDir checks that SyncVolumes leaves a pod whose
-// directory is gone alone rather than making it again.
+// directory is gone alone rather than making it again, and writes nothing
+// for a sandbox record without a pod UID.
 func TestSyncVolumesNoPodDir(t *testing.T) {
 	r := volumeRuntime(t)
 	p := decodeResolved(t, "/m/app.yaml", objectsManifest("v1"))
@@ -335,6 +336,13 @@ func TestSyncVolumesNoPodDir(t *testing.T) {
 	}
 	if _, err := os.Stat(r.PodDir(string(p.UID))); !os.IsNotExist(err) {
 		t.Errorf("stat of the pod's directory after SyncVolumes: %v, want none", err)
+	}
+	// A record with no pod UID names no pod directory at all.
+	if err := os.MkdirAll(r.PodDir(""), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SyncVolumes(t.Context(), p, pod.Record{ID: "sb"}); err == nil {
+		t.Error("SyncVolumes with no pod UID = nil, want an error")
 	}
 }
 
