@@ -53,6 +53,13 @@ type (
 		rec pod.Record
 		req pod.ContainerRequest
 	}
+	// syncVolumes writes the files of the pod's configMap, secret and
+	// projected volumes in its sandbox sb anew from the pod's objects:
+	// volumesSynced.
+	syncVolumes struct {
+		pod *pod.Pod
+		sb  pod.Record
+	}
 	// removeFiles removes the files of the pod's sandboxes by UID:
 	// filesRemoved. With all set, every UID is tried; else up to the first
 	// failure.
@@ -113,6 +120,7 @@ func (pullImage) isAction()       {}
 func (startContainer) isAction()  {}
 func (postStart) isAction()       {}
 func (removeFiles) isAction()     {}
+func (syncVolumes) isAction()     {}
 func (emit) isAction()            {}
 func (report) isAction()          {}
 func (forget) isAction()          {}
@@ -170,6 +178,7 @@ type (
 		abandoned bool
 		err       error
 	}
+	volumesSynced struct{ err error }
 	// filesRemoved: failed holds the UIDs whose files remain, with why.
 	filesRemoved struct {
 		done   []string
@@ -194,3 +203,4 @@ func (pulled) isOutcome()         {}
 func (started) isOutcome()        {}
 func (hookRan) isOutcome()        {}
 func (filesRemoved) isOutcome()   {}
+func (volumesSynced) isOutcome()  {}

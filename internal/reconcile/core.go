@@ -81,6 +81,9 @@ type sandboxMemory struct {
 	down  waitingState
 	// termSent is set once a terminal pod's sandbox has been stopped.
 	termSent bool
+	// volumes is what the sandbox's configMap, secret and projected
+	// volumes were last written from.
+	volumes objectVolumes
 }
 
 // probeMemory is what the probes said and did.
@@ -103,14 +106,30 @@ type waitingState struct {
 	hash string
 }
 
-// failedStarts returns the failed starts of container ctr's current spec.
-func (m containerMemory) failedStarts(ctr *v1.Container) waitingState {
+// failedStarts returns the failed starts of container ctr of p as it is
+// now: those of another spec do not count, nor a configuration error
+// (CreateContainerConfigError) once an object of the pod changed.
+func (m containerMemory) failedStarts(p *pod.Pod, ctr *v1.Container) waitingState {
 	w := m.waiting[ctr.Name]
-	if w.failures > 0 && w.hash != pod.ContainerHash(ctr) {
+	if w.failures > 0 && w.hash != startHash(p, ctr, w.reason) {
 		return waitingState{}
 	}
 	return w
 }
+
+// startHash is what the failed starts of container ctr of p are of, for
+// reason: its spec, and for a configuration error the pod's objects too,
+// so that the object it waits for starts it at once.
+func startHash(p *pod.Pod, ctr *v1.Container, reason string) string {
+	if reason == reasonConfigError {
+		return pod.ContainerHash(ctr) + "+" + p.ObjectsHash
+	}
+	return pod.ContainerHash(ctr)
+}
+
+// reasonConfigError is the kubelet's reason for a container whose
+// configuration cannot be made, a ConfigMap or Secret missing.
+const reasonConfigError = "CreateContainerConfigError"
 
 func newCore(key pod.Key, b Backoff, hostIP string) *podCore {
 	return &podCore{

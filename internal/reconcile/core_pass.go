@@ -22,6 +22,7 @@ const (
 	atSyncRemoveStale  // removeFiles: their pods' files (staleFilesRemoved)
 	atSyncCreate       // createSandbox (sandboxCreated)
 	atSyncStartPause   // startSandbox, before the containers (pauseStarted)
+	atSyncVolumes      // syncVolumes: the objects' volumes (volumesWritten)
 	atSyncStartLater   // startSandbox, after the containers (pauseStartedLater)
 	atSyncReport       // listPod: report, then end the pass (reported)
 	atConvStopOne      // stopGroup: one container (oneStopped)
@@ -54,6 +55,7 @@ var stageNames = [...]string{
 	atSyncRemoveStale:  "sync: remove stale files",
 	atSyncCreate:       "sync: create sandbox",
 	atSyncStartPause:   "sync: start pause",
+	atSyncVolumes:      "sync: volumes",
 	atSyncStartLater:   "sync: start pause after containers",
 	atSyncReport:       "sync: report",
 	atConvStopOne:      "containers: stop one",
@@ -148,16 +150,26 @@ func (c *podCore) resume(at stage, o outcome) []action {
 		case atRemoveFiles:
 			return c.filesGone(o)
 		}
-	case sandboxMade:
-		if at == atSyncCreate {
-			return c.sandboxCreated(o)
-		}
 	case sandboxStarted:
 		switch at {
 		case atSyncStartPause:
 			return c.pauseStarted(o)
 		case atSyncStartLater:
 			return c.pauseStartedLater(o)
+		}
+	default:
+		return c.resumeOne(at, o)
+	}
+	return done(nil, 0, fmt.Errorf("pod %s: outcome %T does not answer the pass at %s", c.key, o, at))
+}
+
+// resumeOne is resume for the outcomes that answer one stage each.
+func (c *podCore) resumeOne(at stage, o outcome) []action {
+	g := &c.pass.conv
+	switch o := o.(type) {
+	case sandboxMade:
+		if at == atSyncCreate {
+			return c.sandboxCreated(o)
 		}
 	case removed:
 		if at == atConvRemoveOne {
@@ -182,6 +194,10 @@ func (c *podCore) resume(at stage, o outcome) []action {
 	case hookRan:
 		if at == atConvPostStart {
 			return g.hookRan(o)
+		}
+	case volumesSynced:
+		if at == atSyncVolumes {
+			return c.volumesWritten(o)
 		}
 	}
 	return done(nil, 0, fmt.Errorf("pod %s: outcome %T does not answer the pass at %s", c.key, o, at))

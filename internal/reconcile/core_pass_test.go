@@ -71,7 +71,7 @@ func TestStageNames(t *testing.T) {
 		}
 		seen[name] = s
 	}
-	if got := stage(len(stageNames)).String(); got != "stage(25)" {
-		t.Errorf("an unknown stage prints as %q, want stage(25)", got)
+	if got := stage(len(stageNames)).String(); got != "stage(26)" {
+		t.Errorf("an unknown stage prints as %q, want stage(26)", got)
 	}
 }

@@ -61,6 +61,8 @@ func (c call) String() string {
 		return s
 	case "files", "delete":
 		return c.op + " " + c.pod.String()
+	case "volumes":
+		return "volumes " + c.id
 	case "pull":
 		s := "pull " + c.name
 		if c.err != nil {
@@ -258,6 +260,23 @@ func (f *fakeRuntime) StartSandbox(ctx context.Context, sb pod.Record) (pod.Reco
 	return *r, nil
 }
 
+// SyncVolumes records the call: the fake writes no files.
+func (f *fakeRuntime) SyncVolumes(ctx context.Context, p *pod.Pod, sb pod.Record) error {
+	f.log.add(call{op: "volumes", pod: p.Key(), id: sb.ID})
+	return nil
+}
+
+// missingObject returns the configuration error the runtime gives a
+// container of p whose ConfigMap or Secret is missing, or nil.
+func missingObject(p *pod.Pod) error {
+	for _, r := range p.ObjectRefs() {
+		if !r.Optional && p.Object(r.Kind, r.Name) == nil {
+			return &pod.WaitingError{Reason: "CreateContainerConfigError", Err: fmt.Errorf("%s %q not found", strings.ToLower(r.Kind), r.Name)}
+		}
+	}
+	return nil
+}
+
 func (f *fakeRuntime) setSandboxStartErr(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -274,6 +293,8 @@ func (f *fakeRuntime) StartContainer(ctx context.Context, req pod.ContainerReque
 		c.err = fmt.Errorf("sandbox %s is not there to join", req.Sandbox.ID)
 	case f.startErr[req.Container.Name] != nil:
 		c.err = f.startErr[req.Container.Name]
+	case missingObject(req.Pod) != nil:
+		c.err = missingObject(req.Pod)
 	}
 	if c.err == nil && sharesPID(req.Pod) && sb.State != pod.TaskRunning {
 		f.problems = append(f.problems, fmt.Sprintf("container %s of a pod sharing its PID namespace started before its sandbox", req.Container.Name))

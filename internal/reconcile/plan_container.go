@@ -136,7 +136,7 @@ func (g *convergePass) start(out []action) []action {
 		// nothing starts, and the halt or the removal stops what runs.
 		return g.applied(out, &retryLater{at: c.now})
 	}
-	if retry := c.mem.failedStarts(ctr).retryAt; retry.After(c.now) {
+	if retry := c.mem.failedStarts(g.p, ctr).retryAt; retry.After(c.now) {
 		return g.applied(out, &retryLater{at: retry})
 	}
 	return c.wait(out, atConvCheckImage, checkImage{c: ctr})
@@ -166,7 +166,7 @@ func (g *convergePass) imageChecked(ic imageChecked) []action {
 	}
 	// Keep the failure count for the backoff; the last failure's
 	// message goes, so the next failure is told as an event again.
-	failed := c.mem.failedStarts(ctr)
+	failed := c.mem.failedStarts(g.p, ctr)
 	c.mem.waiting[ctr.Name] = waitingState{reason: "ContainerCreating", failures: failed.failures, hash: failed.hash}
 	return c.relist(nil, atConvPullReport, g.sb)
 }
@@ -313,7 +313,7 @@ func (g *convergePass) restartChanged(out []action, ctr *v1.Container, r pod.Rec
 // not pulled again every second. The error it returns is a retryLater.
 func (c *podCore) startFailed(out []action, p *pod.Pod, ctr *v1.Container, err error) ([]action, error) {
 	reason := pod.WaitingReason(err, "CreateContainerError")
-	cur := c.mem.failedStarts(ctr)
+	cur := c.mem.failedStarts(p, ctr)
 	if cur.message != err.Error() {
 		out = append(out, c.event(c.now, ctr.Name, pod.EventWarning, "Failed", err.Error()))
 	}
@@ -323,7 +323,7 @@ func (c *podCore) startFailed(out []action, p *pod.Pod, ctr *v1.Container, err e
 		reason = "ImagePullBackOff"
 		out = append(out, c.event(c.now, ctr.Name, pod.EventNormal, "BackOff", fmt.Sprintf("Back-off pulling image %q", ctr.Image)))
 	}
-	c.mem.waiting[ctr.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: retry, hash: pod.ContainerHash(ctr)}
+	c.mem.waiting[ctr.Name] = waitingState{reason: reason, message: err.Error(), failures: failures, retryAt: retry, hash: startHash(p, ctr, reason)}
 	return out, &retryLater{at: retry, err: fmt.Errorf("starting container %q of pod %s: %w", ctr.Name, p, err)}
 }
 

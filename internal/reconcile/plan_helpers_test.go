@@ -182,6 +182,7 @@ var stageAction = map[stage]string{
 	atSyncCreate:       "reconcile.createSandbox",
 	atSyncStartPause:   "reconcile.startSandbox",
 	atSyncStartLater:   "reconcile.startSandbox",
+	atSyncVolumes:      "reconcile.syncVolumes",
 	atSyncReport:       "reconcile.listPod",
 	atConvStopOne:      "reconcile.stopGroup",
 	atConvRemoveOne:    "reconcile.removeContainer",
@@ -216,6 +217,7 @@ var outcomeOf = map[string]string{
 	"reconcile.startContainer":  "reconcile.started",
 	"reconcile.postStart":       "reconcile.hookRan",
 	"reconcile.removeFiles":     "reconcile.filesRemoved",
+	"reconcile.syncVolumes":     "reconcile.volumesSynced",
 }
 
 // isIO tells whether a does I/O, and so has an outcome.
@@ -253,6 +255,8 @@ func render(a action) string {
 		return fmt.Sprintf("start %s/%s#%d in %s", r.Kind, r.Container.Name, r.Attempt, r.Sandbox.ID)
 	case postStart:
 		return "post-start " + a.rec.ID
+	case syncVolumes:
+		return "sync-volumes " + a.sb.ID
 	case removeFiles:
 		s := "remove-files " + strings.Join(a.uids, ",")
 		if a.all {
@@ -478,6 +482,7 @@ func removeOK() give               { return give{o: removed{}} }
 func resumeOK(r pod.Record) give   { return give{o: resumed{rec: r}} }
 func resumeFailed(err error) give  { return give{o: resumed{err: err}} }
 func checked(need bool) give       { return give{o: imageChecked{need: need}} }
+func volumesOK() give              { return give{o: volumesSynced{}} }
 func startOK(r pod.Record) give    { return give{o: started{rec: r}} }
 func startFailed(err error) give   { return give{o: started{err: err}} }
 func hookOK() give                 { return give{o: hookRan{}} }

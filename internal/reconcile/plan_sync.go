@@ -175,11 +175,16 @@ func (c *podCore) pauseStarted(st sandboxStarted) []action {
 	return c.syncContainers(nil)
 }
 
-// syncContainers converges the pod's containers (plan_converge.go), which
-// then hands on to converged.
+// syncContainers brings the files of the pod's configMap, secret and
+// projected volumes up to date with its objects (plan_volumes.go), then
+// converges its containers (plan_converge.go), which then hands on to
+// converged.
 func (c *podCore) syncContainers(out []action) []action {
 	out = append(out, c.reportOOMKills(c.pass.sync.v)...)
-	return c.converge(out)
+	if a, ok := c.volumesToSync(); ok {
+		return c.wait(out, atSyncVolumes, a)
+	}
+	return c.objectsChanged(out)
 }
 
 // converged starts the pause when it is to start after the containers,

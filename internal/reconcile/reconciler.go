@@ -56,6 +56,11 @@ type Runtime interface {
 	// unless they share its PID namespace.
 	CreateSandbox(ctx context.Context, p *pod.Pod) (pod.Record, error)
 	StartSandbox(ctx context.Context, sb pod.Record) (pod.Record, error)
+	// SyncVolumes writes the files of p's configMap, secret and projected
+	// volumes in its sandbox sb anew from p's objects, atomically, and
+	// does nothing to files already as wanted; a volume whose object is
+	// missing keeps what it has.
+	SyncVolumes(ctx context.Context, p *pod.Pod, sb pod.Record) error
 	// ImageNeedsPull tells whether container c's image is to be pulled
 	// before it starts, as its pull policy says; from names where the
 	// node had it when that is not the runtime's own image store (another

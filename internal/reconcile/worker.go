@@ -220,6 +220,8 @@ func (w *worker) perform(ctx context.Context, a action) outcome {
 	case startSandbox:
 		rec, err := w.rt.StartSandbox(ctx, a.sb)
 		return sandboxStarted{rec: rec, err: err}
+	case syncVolumes:
+		return volumesSynced{err: w.rt.SyncVolumes(ctx, a.pod, a.sb)}
 	case stopGroup:
 		return w.stopGroup(ctx, a)
 	case removeContainer:

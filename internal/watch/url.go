@@ -96,8 +96,7 @@ type URL struct {
 	etag, modified string            // validators of the last 200
 	sum            [sha256.Size]byte // the last 200's body
 	haveBody       bool              // sum, etag and modified are set
-	good           []*pod.Pod        // pods of the last body that decoded
-	objects        []*pod.Object     // its ConfigMaps and Secrets
+	good           pod.Manifest      // what the last body that decoded defines
 	bodyErr        error             // why the last body is rejected
 	fetchErr       error             // why the last poll failed
 	lastSuccess    time.Time         // the start of the last poll that found good manifests
@@ -271,7 +270,7 @@ func (s *URL) poll(ctx context.Context) {
 	}
 	if err != nil {
 		if s.bodyErr == nil || s.bodyErr.Error() != err.Error() {
-			s.log.Warn("manifests from URL rejected", "err", err, "keeping_pods", len(s.good))
+			s.log.Warn("manifests from URL rejected", "err", err, "keeping_pods", len(s.good.Pods))
 		}
 		s.bodyErr = err
 		s.gen++
@@ -280,7 +279,7 @@ func (s *URL) poll(ctx context.Context) {
 	if s.bodyErr != nil {
 		s.log.Info("manifests from URL accepted again", "pods", len(m.Pods))
 	}
-	s.good, s.objects, s.bodyErr = m.Pods, m.Objects, nil
+	s.good, s.bodyErr = *m, nil
 	s.gen++
 	s.saveCache(body, hasSecrets(m))
 }
@@ -314,7 +313,7 @@ func (s *URL) loadCache() {
 		s.log.Warn("manifests kept from the URL do not decode; ignoring them", "err", err)
 		return
 	}
-	s.good, s.objects, s.sum, s.haveBody = m.Pods, m.Objects, sha256.Sum256(body), true
+	s.good, s.sum, s.haveBody = *m, sha256.Sum256(body), true
 	if fi, err := os.Stat(s.cfg.CacheFile); err == nil {
 		s.lastSuccess = fi.ModTime()
 	}
@@ -370,7 +369,7 @@ func writeAtomic(path string, data []byte) error {
 // stays in force.
 func (s *URL) failed(err error) {
 	if s.fetchErr == nil || s.fetchErr.Error() != err.Error() {
-		s.log.Warn("fetching manifests", "err", err, "keeping_pods", len(s.good))
+		s.log.Warn("fetching manifests", "err", err, "keeping_pods", len(s.good.Pods))
 	}
 	s.fetchErr = err
 }
@@ -455,7 +454,7 @@ func statusText(resp *http.Response) string {
 
 // snapshot returns the current view: one result, for the URL.
 func (s *URL) snapshot() Snapshot {
-	f := FileResult{Path: s.url, Pods: s.good, Objects: s.objects, Err: s.err()}
+	f := FileResult{Path: s.url, Pods: s.good.Pods, Objects: s.good.Objects, Err: s.err()}
 	if f.Err != nil {
 		f.LastSuccess = s.lastSuccess
 	}
