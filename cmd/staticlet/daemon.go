@@ -155,7 +155,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		names[i] = src.Name()
 		g.Go(func() error { return src.Run(ctx, snapshots) })
 	}
-	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Desired: imageGC, Logger: logger})
+	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Objects: store, Desired: imageGC, Logger: logger})
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
 	g.Go(func() error { return runLogBudget(ctx, cfg.logs.dir, logBudget, logger) })

@@ -39,8 +39,8 @@ func (f *clientFlags) podName(name string) string {
 func (f *clientFlags) client() *status.Client { return status.NewClient(f.socket) }
 
 func getCommand() *cobra.Command {
-	get := &cobra.Command{Use: "get", Short: "List pods, manifests, images or events, or show the node"}
-	get.AddCommand(getPodsCommand(), getManifestsCommand(), getImagesCommand(), getEventsCommand(), getNodeCommand())
+	get := &cobra.Command{Use: "get", Short: "List pods, manifests, ConfigMaps, Secrets, images or events, or show the node"}
+	get.AddCommand(getPodsCommand(), getManifestsCommand(), getObjectsCommand(configMapKind), getObjectsCommand(secretKind), getImagesCommand(), getEventsCommand(), getNodeCommand())
 	return get
 }
 
@@ -173,7 +173,7 @@ when it may be removed. Then the import files that failed.`,
 }
 
 func describeCommand() *cobra.Command {
-	describe := &cobra.Command{Use: "describe", Short: "Show details of a pod or of the node"}
+	describe := &cobra.Command{Use: "describe", Short: "Show details of a pod, a ConfigMap, a Secret or the node"}
 	var cf clientFlags
 	podCmd := &cobra.Command{
 		Use:     "pod NAME",
@@ -197,7 +197,7 @@ func describeCommand() *cobra.Command {
 	cf.add(podCmd)
 	cf.addNamespace(podCmd)
 	podCmd.ValidArgsFunction = completePods(&cf, 1, "")
-	describe.AddCommand(podCmd, describeNodeCommand())
+	describe.AddCommand(podCmd, describeObjectCommand(configMapKind), describeObjectCommand(secretKind), describeNodeCommand())
 	return describe
 }
 

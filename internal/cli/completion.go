@@ -80,21 +80,36 @@ func completionPods(ctx context.Context, cf *clientFlags) []v1.Pod {
 // namespace where the bare name would resolve to another pod (see
 // status.Store.Pod).
 func podNames(pods []v1.Pod, ns string) []string {
+	keys := make([]nsName, len(pods))
+	for i, p := range pods {
+		keys[i] = nsName{p.Namespace, p.Name}
+	}
+	return shortNames(keys, ns)
+}
+
+// nsName is a namespaced object's namespace and name.
+type nsName struct{ namespace, name string }
+
+// shortNames are the names of keys, in namespace ns when it is not empty,
+// as a client command takes them: bare, or qualified with their namespace
+// where the bare name would resolve to another object (one in "default",
+// or several of that name).
+func shortNames(keys []nsName, ns string) []string {
 	count := map[string]int{}
-	for _, p := range pods {
-		count[p.Name]++
+	for _, k := range keys {
+		count[k.name]++
 	}
 	var out []string
-	for _, p := range pods {
+	for _, k := range keys {
 		switch {
 		case ns != "":
-			if p.Namespace == ns {
-				out = append(out, p.Name)
+			if k.namespace == ns {
+				out = append(out, k.name)
 			}
-		case count[p.Name] == 1 || p.Namespace == "default":
-			out = append(out, p.Name)
+		case count[k.name] == 1 || k.namespace == "default":
+			out = append(out, k.name)
 		default:
-			out = append(out, p.Namespace+"/"+p.Name)
+			out = append(out, k.namespace+"/"+k.name)
 		}
 	}
 	return out

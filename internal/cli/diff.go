@@ -39,7 +39,14 @@ func diffCommand() *cobra.Command {
 		Long: `diff tells, before a manifest is saved into the manifest directory, what the
 running staticlet would do with it: for each pod, nothing, restart these
 containers, replace the pod (naming the pod-level fields that changed),
-add or remove, followed by a unified diff of the pod as it would run.
+add or remove, followed by a unified diff of the pod as it would run. For
+each ConfigMap and Secret: nothing, add, remove or change, with each key
+added, removed or whose value changes (with its size), and how the change
+reaches the pods that use it: no pod is replaced for it, a mounted
+volume's files change in place, env takes the new values at a
+container's next restart (a volume that staticlet.io/restart-on-change
+names restarts its containers). A ConfigMap's values are shown as a
+unified diff; a Secret's never are.
 
 It asks the running staticlet (its status socket) what runs and which
 manifest file defines which pods, decodes the new file with the daemon's
@@ -84,6 +91,8 @@ type liveState struct {
 	// sources are the snapshots the daemon's sources last sent, as far
 	// as the status API tells: each file with the pods in force from it.
 	sources []watch.Snapshot
+	// objects are the ConfigMaps and Secrets in force.
+	objects *objectsDiff
 }
 
 // podChange is the decision for one pod, with the text of the pod before
@@ -147,11 +156,11 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 			continue
 		}
 		given[to] = file.Path
-		targets = append(targets, watch.FileResult{Path: to, Pods: file.Pods})
+		targets = append(targets, watch.FileResult{Path: to, Pods: file.Pods, Objects: file.Objects})
 	}
 	after, touched := now.replace(targets, f.prune && info.IsDir())
-	// The daemon's own rules for a pod defined twice and for pods that
-	// wait for each other. The running files carry no error (their pods
+	// The daemon's own rules for a pod or an object defined twice and for
+	// pods that wait for each other. The running files carry no error (their pods
 	// are the ones in force), so an error here is one the change makes.
 	afterPods, afterFiles := desired.Combine(after)
 	for _, file := range afterFiles {
@@ -160,7 +169,16 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 		}
 	}
 	changes := now.compare(afterPods, touched, after, given)
+	objChanges, objErrs, err := now.objects.compare(ctx, now.objects.inForce(afterFiles, touched), touched, afterPods, now.pods, given)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	errs = append(errs, objErrs...)
 	n, err := writeChanges(out, changes)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	nObjects, err := writeObjectChanges(out, objChanges, given)
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -169,6 +187,9 @@ func runDiff(ctx context.Context, out, errOut io.Writer, path string, f diffFlag
 			fmt.Fprintln(errOut, strings.TrimSpace(err.Error()))
 		}
 		return &exitError{code: 2, err: fmt.Errorf("%d manifest error(s)", len(errs))}
+	}
+	if nObjects > 0 {
+		return &exitError{code: 1, raw: true, err: fmt.Errorf("%d pod(s) and %d ConfigMap(s) or Secret(s) would change", n, nObjects)}
 	}
 	if n > 0 {
 		return &exitError{code: 1, raw: true, err: fmt.Errorf("%d pod(s) would change", n)}
@@ -196,6 +217,9 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 			r.nodeName = p.Spec.NodeName
 		}
 	}
+	if r.objects, err = newObjectsDiff(ctx, c); err != nil {
+		return nil, err
+	}
 	for _, m := range ms {
 		if dir, ok := strings.CutPrefix(m.Source, "dir:"); ok {
 			r.dir = dir
@@ -213,6 +237,11 @@ func readRunning(ctx context.Context, f diffFlags) (*liveState, error) {
 				rp := pod.Reported(p, m.Path)
 				file.Pods = append(file.Pods, rp)
 				r.pods[rp.Key()] = rp
+			}
+		}
+		for _, key := range m.Objects {
+			if o := r.objects.apiObject(key); o != nil {
+				file.Objects = append(file.Objects, o)
 			}
 		}
 		src := &r.sources[len(r.sources)-1]

@@ -54,6 +54,13 @@ func fakeDaemon(t *testing.T, src string, files map[string]string) string {
 		ms = append(ms, m)
 	}
 	store.SetManifests(ms)
+	return serveStore(t, store)
+}
+
+// serveStore serves store's status API on a socket in a temporary
+// directory until the end of the test, and returns the socket's path.
+func serveStore(t *testing.T, store *status.Store) string {
+	t.Helper()
 	socket := filepath.Join(t.TempDir(), "s.sock")
 	ln, err := net.Listen("unix", socket)
 	if err != nil {

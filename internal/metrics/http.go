@@ -15,6 +15,7 @@ import (
 var httpPaths = map[string]bool{
 	"healthz": true, "readyz": true, "pods": true, "manifests": true,
 	"events": true, "images": true, "metrics": true, "stats": true,
+	"node": true, "configmaps": true, "secrets": true,
 }
 
 // httpMethods are the methods counted by name; any other is "other".

@@ -155,7 +155,7 @@ func addObject(m *Manifest, d decodedPod, path string, opts Options, first map[O
 		return ErrorList{{File: path, Line: line, Field: "metadata.name", Msg: fmt.Sprintf("%s %s/%s is defined twice in this file%s", o.Kind(), o.Key().Namespace, o.Key().Name, firstAt(at))}}
 	}
 	first[o.Key()] = line
-	o.Line = d.offset + 1
+	o.Line = d.line("")
 	m.Objects = append(m.Objects, o)
 	return nil
 }

@@ -70,7 +70,7 @@ func TestDecodeFileObjects(t *testing.T) {
 	if cm.Key() != (ObjectKey{KindConfigMap, "default", "app-config"}) || sec.Key() != (ObjectKey{KindSecret, "default", "app-secret"}) {
 		t.Errorf("keys = %v, %v", cm.Key(), sec.Key())
 	}
-	if cm.Source != "app.yaml" || cm.Line != 1 || sec.Line != 11 {
+	if cm.Source != "app.yaml" || cm.Line != 1 || sec.Line != 12 {
 		t.Errorf("sources = %s:%d, %s:%d", cm.Source, cm.Line, sec.Source, sec.Line)
 	}
 	if got := cm.Keys(); !slices.Equal(got, []string{"LOG_LEVEL", "app.conf", "blob"}) {
@@ -194,7 +194,7 @@ func TestValidateObjects(t *testing.T) {
 		{"Secret docker config", "ValidateSecret: SecretTypeDockerConfigJSON", sec("type: kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: 'hunter2{'\n"),
 			[]string{"data[.dockerconfigjson]: must be a JSON object (value not shown)"}},
 		{"Secret custom type", "ValidateSecret: any other type", sec("type: example.com/thing\n"), nil},
-		{"Secret bad base64", "strict decoding", sec("data:\n  a: '!!!not base64'\n"), []string{"illegal base64 data"}},
+		{"Secret bad base64", "strict decoding", sec("data:\n  a: '!!!not base64'\n"), []string{"test.yaml:6: data[a]: expected base64 text: illegal base64 data at input byte 0"}},
 		{"Secret annotations", "staticlet's own", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n  annotations:\n    staticlet.io/secret-files: 'tls.key=relative/path, bad key=/x, =/y, nokey'\n    staticlet.io/secret-credentials: 'a=../up'\n    staticlet.io/other: x\n",
 			[]string{`staticlet.io/secret-files]: key tls.key: "relative/path" is not an absolute path`, `"bad key" is not a valid key`, `"=/y" is not key=source`, `"nokey" is not key=source`,
 				`staticlet.io/secret-credentials]: key a: "../up" is not a credential name`, "staticlet.io/other]: unknown staticlet annotation"}},

@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,6 +150,11 @@ func (c *schemaChecker) check(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 { // []byte: base64 text
 			c.checkScalar(n, reflect.TypeFor[string](), path)
+			if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+				if _, err := base64.StdEncoding.DecodeString(n.Value); err != nil {
+					c.errorf(n, path, "expected base64 text: %v", err)
+				}
+			}
 			return
 		}
 		if n.Kind != yaml.SequenceNode {

@@ -538,15 +538,20 @@ func mountOf(mounts []mountEntry, path string) *mountEntry {
 	return best
 }
 
-// isMountPoint tells whether something is mounted on dir.
+// isMountPoint tells whether something is mounted on dir, as the
+// kubelet's IsLikelyNotMountPoint tells it: dir is on another device than
+// its parent. That costs two stats where the mount table, which grows with
+// the pods, would be read and parsed at every container start and volume
+// sync; a bind mount from the same filesystem would go unseen, and
+// staticlet makes none on the directories it asks about.
 func isMountPoint(dir string) (bool, error) {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return false, err
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", dir, err)
 	}
-	mounts, err := readMountInfo()
-	if err != nil {
-		return false, err
+	// "/.." is taken in the directory dir leads to, symlinks followed.
+	if err := unix.Stat(dir+"/..", &parent); err != nil {
+		return false, fmt.Errorf("stat %s/..: %w", dir, err)
 	}
-	return slices.ContainsFunc(mounts, func(m mountEntry) bool { return m.point == real }), nil
+	return st.Dev != parent.Dev, nil
 }

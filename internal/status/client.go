@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -287,3 +288,66 @@ type kindError struct {
 func (e *kindError) Error() string        { return e.msg }
 func (e *kindError) Is(target error) bool { return target == e.kind }
 func (e *kindError) Unwrap() error        { return e.err }
+
+// ConfigMaps returns the ConfigMaps in force, in namespace ns (every
+// namespace when empty).
+func (c *Client) ConfigMaps(ctx context.Context, ns string) (*v1.ConfigMapList, error) {
+	var list v1.ConfigMapList
+	if err := c.getJSON(ctx, "/configmaps"+namespaceQuery(ns), &list); err != nil {
+		return nil, fmt.Errorf("listing configmaps: %w", err)
+	}
+	return &list, nil
+}
+
+// ConfigMap returns the ConfigMap ns/name; the error wraps ErrNotFound
+// when there is none.
+func (c *Client) ConfigMap(ctx context.Context, ns, name string) (*v1.ConfigMap, error) {
+	var cm v1.ConfigMap
+	if err := c.getJSON(ctx, objectPath("configmaps", ns, name), &cm); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, err // the server's message names it
+		}
+		return nil, fmt.Errorf("getting configmap %s/%s: %w", ns, name, err)
+	}
+	return &cm, nil
+}
+
+// Secrets returns the Secrets in force, in namespace ns (every namespace
+// when empty), without their data: AnnotationSecretKeys has their keys
+// and sizes.
+func (c *Client) Secrets(ctx context.Context, ns string) (*v1.SecretList, error) {
+	var list v1.SecretList
+	if err := c.getJSON(ctx, "/secrets"+namespaceQuery(ns), &list); err != nil {
+		return nil, fmt.Errorf("listing secrets: %w", err)
+	}
+	return &list, nil
+}
+
+// Secret returns the Secret ns/name without its data; with a digestKey
+// (16 to 64 random bytes) it carries AnnotationSecretDigests. The error
+// wraps ErrNotFound when there is none.
+func (c *Client) Secret(ctx context.Context, ns, name string, digestKey []byte) (*v1.Secret, error) {
+	path := objectPath("secrets", ns, name)
+	if digestKey != nil {
+		path += "?digestKey=" + hex.EncodeToString(digestKey)
+	}
+	var sec v1.Secret
+	if err := c.getJSON(ctx, path, &sec); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, err // the server's message names it
+		}
+		return nil, fmt.Errorf("getting secret %s/%s: %w", ns, name, err)
+	}
+	return &sec, nil
+}
+
+func namespaceQuery(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return "?namespace=" + url.QueryEscape(ns)
+}
+
+func objectPath(resource, ns, name string) string {
+	return "/" + resource + "/" + url.PathEscape(ns) + "/" + url.PathEscape(name)
+}

@@ -1,10 +1,16 @@
 // Package status owns staticlet's observed state and everything that reports
-// it: the Store (every pod as a core/v1 Pod with its full status, the recent
-// events, the per-file manifest results and readiness), the HTTP API served
+// it: the Store (every pod as a core/v1 Pod with its full status, the
+// ConfigMaps and Secrets in force, the recent events, the per-file manifest
+// results and readiness), the HTTP API served
 // on the local unix socket (Server) and its Client for the command line,
 // and the systemd notification protocol (Notifier: READY, STATUS, WATCHDOG,
 // STOPPING). Printing what the API returns for a terminal is the job of its
 // subpackage printers.
+//
+// Secrets are served as core/v1 Secrets without data or stringData, ever:
+// their keys and sizes stand in an annotation (see APISecret), and the one
+// thing derived from a value that the API serves is an HMAC of it under a
+// key the caller picks afresh (for staticlet diff).
 //
 // It does not compute pod status: the reconciler builds each Pod and hands it
 // to the Store, which only keeps copies. It does not read logs either: the

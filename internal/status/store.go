@@ -61,6 +61,8 @@ type Store struct {
 	// node and nodeConditions are the node of GET /node (see node.go).
 	node           v1.Node
 	nodeConditions []v1.NodeCondition
+	// objects are the ConfigMaps and Secrets in force (see objects.go).
+	objects objectSet
 }
 
 // NewStore returns an empty store that is not ready.
@@ -263,6 +265,7 @@ func cloneManifests(m []Manifest) []Manifest {
 	out := make([]Manifest, len(m))
 	for i, x := range m {
 		x.Pods = slices.Clone(x.Pods)
+		x.Objects = slices.Clone(x.Objects)
 		out[i] = x
 	}
 	return out

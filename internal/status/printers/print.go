@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -223,7 +224,9 @@ func orNone(s string) string {
 }
 
 // Manifests writes the manifest results as a table: PATH PODS ERROR,
-// with a leading SOURCE column when they come from more than one source.
+// with a leading SOURCE column when they come from more than one source,
+// and OBJECTS (the ConfigMaps and Secrets in force from each file, as
+// "configmap/namespace/name") after PODS when a file has any.
 // A result without a path (the source as a whole failed) shows the source
 // as its path. Multi-line errors are joined on one line, followed by the
 // time of the last success when there is one (a URL that stopped working).
@@ -234,11 +237,16 @@ func Manifests(w io.Writer, manifests []status.Manifest) error {
 		sources[m.Source] = true
 	}
 	withSource := len(sources) > 1
+	withObjects := slices.ContainsFunc(manifests, func(m status.Manifest) bool { return len(m.Objects) > 0 })
 	tw := newTable(w)
 	if withSource {
 		fmt.Fprint(tw, "SOURCE\t")
 	}
-	fmt.Fprintln(tw, "PATH\tPODS\tERROR")
+	if withObjects {
+		fmt.Fprintln(tw, "PATH\tPODS\tOBJECTS\tERROR")
+	} else {
+		fmt.Fprintln(tw, "PATH\tPODS\tERROR")
+	}
 	for _, m := range manifests {
 		if withSource {
 			fmt.Fprintf(tw, "%s\t", m.Source)
@@ -252,7 +260,11 @@ func Manifests(w io.Writer, manifests []status.Manifest) error {
 		if path == "" { // an error of the source as a whole
 			path = m.Source
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", path, orNone(strings.Join(m.Pods, ",")), orNone(errText))
+		fmt.Fprintf(tw, "%s\t%s\t", path, orNone(strings.Join(m.Pods, ",")))
+		if withObjects {
+			fmt.Fprintf(tw, "%s\t", orNone(strings.Join(m.Objects, ",")))
+		}
+		fmt.Fprintf(tw, "%s\n", orNone(errText))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("printing manifests: %w", err)

@@ -269,6 +269,19 @@ func TestManifests(t *testing.T) {
 	}
 
 	b.Reset()
+	Manifests(&b, []status.Manifest{
+		{Source: "/m", Path: "/m/app.yaml", Pods: []string{"default/app-n1"}, Objects: []string{"configmap/default/app", "secret/default/app"}},
+		{Source: "/m", Path: "/m/etcd.yaml", Pods: []string{"kube-system/etcd-n1"}},
+	})
+	want = `PATH           PODS                  OBJECTS                                    ERROR
+/m/app.yaml    default/app-n1        configmap/default/app,secret/default/app   <none>
+/m/etcd.yaml   kube-system/etcd-n1   <none>                                     <none>
+`
+	if b.String() != want {
+		t.Errorf("Manifests() with objects =\n%s\nwant\n%s", b.String(), want)
+	}
+
+	b.Reset()
 	Manifests(&b, []status.Manifest{{Source: "/m", Path: "/m/a.yaml"}, {Source: "http://x/", Path: "http://x/"}})
 	if !strings.HasPrefix(b.String(), "SOURCE ") {
 		t.Errorf("Manifests() with two sources =\n%s\nwant a SOURCE column", b.String())
