@@ -663,8 +663,8 @@ func (v *validator) probe(pr *v1.Probe, p *field.Path, once bool) {
 	}
 }
 
-// lifecycle checks a container's hooks; a sleep may not outlast the pod's
-// grace period.
+// lifecycle checks a container's hooks, of which a sleep may not outlast
+// the pod's grace period, and its stop signal.
 func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path, spec *v1.PodSpec) {
 	if l == nil {
 		return
