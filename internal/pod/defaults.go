@@ -38,6 +38,16 @@ func setDefaults(p *v1.Pod) {
 	if s.SchedulerName == "" {
 		s.SchedulerName = v1.DefaultSchedulerName
 	}
+	// serviceAccount is the deprecated name of serviceAccountName: the
+	// newer wins, and the two are kept the same, as the apiserver's
+	// defaults keep them; a pod without the alias is left without it, so
+	// that its hashes stay those of earlier releases.
+	if s.ServiceAccountName == "" {
+		s.ServiceAccountName = s.DeprecatedServiceAccount
+	}
+	if s.DeprecatedServiceAccount != "" {
+		s.DeprecatedServiceAccount = s.ServiceAccountName
+	}
 	if s.EnableServiceLinks == nil {
 		s.EnableServiceLinks = ptr(v1.DefaultEnableServiceLinks)
 	}

@@ -169,3 +169,22 @@ spec:
 		t.Errorf("cpu request = %s, want 100m", q.String())
 	}
 }
+
+// TestDefaultServiceAccount checks the deprecated serviceAccount alias, as
+// the apiserver's defaults keep it: it fills serviceAccountName, which
+// wins when both are given; a pod without it does not gain it.
+func TestDefaultServiceAccount(t *testing.T) {
+	for _, tt := range []struct {
+		spec             string
+		name, deprecated string
+	}{
+		{"  serviceAccount: old\n", "old", "old"},
+		{"  serviceAccount: old\n  serviceAccountName: new\n", "new", "new"},
+		{"  serviceAccountName: new\n", "new", ""},
+	} {
+		p := decodeOne(t, podWith(tt.spec, ""), testOpts)
+		if got, dep := p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount; got != tt.name || dep != tt.deprecated {
+			t.Errorf("%q: serviceAccountName %q, serviceAccount %q; want %q, %q", tt.spec, got, dep, tt.name, tt.deprecated)
+		}
+	}
+}

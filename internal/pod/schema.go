@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -126,7 +127,10 @@ func (c *schemaChecker) check(n *yaml.Node, t reflect.Type, path string) {
 		c.checkQuantity(n, path)
 		return
 	case t == typeIntOrStr:
-		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!str") {
+		// A whole number written as a float (8080.0) turns into an integer
+		// on the way to JSON, as for an integer field.
+		tag := n.ShortTag()
+		if n.Kind != yaml.ScalarNode || tag != "!!int" && tag != "!!str" && !(tag == "!!float" && wholeFloat(n.Value, 32)) {
 			c.errorf(n, path, "expected an integer or a string, got %s", c.describe(n))
 		}
 		return
@@ -172,7 +176,8 @@ func (c *schemaChecker) checkQuantity(n *yaml.Node, path string) {
 		c.errorf(n, path, "expected a quantity such as 100m or 1Gi, got %s", c.describe(n))
 		return
 	}
-	if _, err := resource.ParseQuantity(n.Value); err != nil {
+	// The decoder trims spaces around a quantity, as the apiserver's does.
+	if _, err := resource.ParseQuantity(strings.TrimSpace(n.Value)); err != nil {
 		c.errorf(n, path, "invalid quantity %q: %v", n.Value, err)
 	}
 }
@@ -207,7 +212,12 @@ func (c *schemaChecker) checkScalar(n *yaml.Node, t reflect.Type, path string) {
 				c.errorf(n, path, "%s is out of range for a %d-bit integer", c.value(n), t.Bits())
 			}
 		case "!!float":
-			// 1e3 is a whole number the decoder may accept; let it judge.
+			// The YAML to JSON step writes a whole number (8080.0, 1e3)
+			// as an integer, which the decoder takes; anything else it
+			// refuses, without the line or the index given here.
+			if !wholeFloat(n.Value, t.Bits()) {
+				c.errorf(n, path, "expected an integer, got %s", c.describe(n))
+			}
 		default:
 			c.errorf(n, path, "expected an integer, got %s", c.describe(n))
 		}
@@ -218,6 +228,9 @@ func (c *schemaChecker) checkScalar(n *yaml.Node, t reflect.Type, path string) {
 				c.errorf(n, path, "%s is out of range for an unsigned %d-bit integer", c.value(n), t.Bits())
 			}
 		case "!!float":
+			if f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64); err != nil || f < 0 || !wholeFloat(n.Value, t.Bits()+1) {
+				c.errorf(n, path, "expected an unsigned integer, got %s", c.describe(n))
+			}
 		default:
 			c.errorf(n, path, "expected an unsigned integer, got %s", c.describe(n))
 		}
@@ -226,6 +239,17 @@ func (c *schemaChecker) checkScalar(n *yaml.Node, t reflect.Type, path string) {
 			c.errorf(n, path, "expected a number, got %s", c.describe(n))
 		}
 	}
+}
+
+// wholeFloat reports whether a YAML float is a whole number that fits a
+// signed integer of the given bits.
+func wholeFloat(v string, bits int) bool {
+	f, err := strconv.ParseFloat(strings.ReplaceAll(v, "_", ""), 64)
+	if err != nil || f != math.Trunc(f) {
+		return false // also .inf and .nan, which ParseFloat does not take
+	}
+	limit := math.Ldexp(1, bits-1)
+	return f >= -limit && f < limit
 }
 
 func (c *schemaChecker) checkMap(n *yaml.Node, t reflect.Type, path string) {

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -76,7 +77,9 @@ var (
 	subscriptFieldPath = regexp.MustCompile(`^metadata\.(labels|annotations)\['([^']+)'\]$`)
 	resourceFieldNames = sets.New("limits.cpu", "limits.memory", "limits.ephemeral-storage",
 		"requests.cpu", "requests.memory", "requests.ephemeral-storage")
-	hostPathTypes = sets.New(v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
+	linuxStopSignals   = stopSignals()
+	standardFinalizers = sets.New("kubernetes", metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents)
+	hostPathTypes      = sets.New(v1.HostPathUnset, v1.HostPathDirectoryOrCreate, v1.HostPathDirectory,
 		v1.HostPathFileOrCreate, v1.HostPathFile, v1.HostPathSocket, v1.HostPathCharDev, v1.HostPathBlockDev)
 )
 
@@ -96,10 +99,38 @@ func validate(p *v1.Pod, nodeName string) []problem {
 	}
 	v.addErrs(metavalidation.ValidateLabels(p.Labels, meta.Child("labels"))...)
 	v.addErrs(apivalidation.ValidateAnnotations(p.Annotations, meta.Child("annotations"))...)
+	v.finalizers(p.Finalizers, meta.Child("finalizers"))
 	v.spec(&p.Spec, field.NewPath("spec"))
 	v.securityAnnotations(p, meta.Child("annotations"))
 	v.ownAnnotations(p, meta.Child("annotations"))
 	return v.problems
+}
+
+// stopSignals returns the signal names a Linux container's
+// lifecycle.stopSignal may give: those of core/v1's Signal.
+func stopSignals() sets.Set[string] {
+	s := sets.New(strings.Fields(`SIGABRT SIGALRM SIGBUS SIGCHLD SIGCLD SIGCONT SIGFPE SIGHUP SIGILL SIGINT
+		SIGIO SIGIOT SIGKILL SIGPIPE SIGPOLL SIGPROF SIGPWR SIGQUIT SIGSEGV SIGSTKFLT SIGSTOP SIGSYS
+		SIGTERM SIGTRAP SIGTSTP SIGTTIN SIGTTOU SIGURG SIGUSR1 SIGUSR2 SIGVTALRM SIGWINCH SIGXCPU
+		SIGXFSZ SIGRTMIN SIGRTMAX`)...)
+	for i := 1; i <= 15; i++ {
+		s.Insert(fmt.Sprintf("SIGRTMIN+%d", i))
+	}
+	for i := 1; i <= 14; i++ {
+		s.Insert(fmt.Sprintf("SIGRTMAX-%d", i))
+	}
+	return s
+}
+
+// finalizers checks metadata.finalizers: qualified names, or one of the
+// standard ones without a domain, and not both dependents policies.
+func (v *validator) finalizers(fs []string, p *field.Path) {
+	v.addErrs(apivalidation.ValidateFinalizers(fs, p)...)
+	for i, f := range fs {
+		if !strings.Contains(f, "/") && !standardFinalizers.Has(f) {
+			v.addErrs(field.Invalid(p.Index(i), f, "name is neither a standard finalizer name nor is it fully qualified"))
+		}
+	}
 }
 
 func prefixed(prefix string, msgs []string) []string {
@@ -111,7 +142,7 @@ func prefixed(prefix string, msgs []string) []string {
 }
 
 func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
-	volumes := v.volumes(s.Volumes, p.Child("volumes"))
+	volumes := v.volumes(s, p.Child("volumes"))
 	if len(s.Containers) == 0 {
 		v.addErrs(field.Required(p.Child("containers"), "a pod needs at least one container"))
 	}
@@ -138,6 +169,19 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	if s.Hostname != "" {
 		v.check(p.Child("hostname"), s.Hostname, validation.IsDNS1123Label(s.Hostname))
 	}
+	if h := s.HostnameOverride; h != nil {
+		hp := p.Child("hostnameOverride")
+		if s.SetHostnameAsFQDN != nil && *s.SetHostnameAsFQDN {
+			v.addErrs(field.Forbidden(hp, "may not be specified when setHostnameAsFQDN is true"))
+		}
+		if s.HostNetwork {
+			v.addErrs(field.Forbidden(hp, "may not be specified when hostNetwork is true"))
+		}
+		if len(*h) > 64 {
+			v.addErrs(field.TooLong(hp, "", 64))
+		}
+		v.check(hp, *h, validation.IsDNS1123Subdomain(*h))
+	}
 	if s.Subdomain != "" {
 		v.check(p.Child("subdomain"), s.Subdomain, validation.IsDNS1123Label(s.Subdomain))
 	}
@@ -152,6 +196,7 @@ func (v *validator) spec(s *v1.PodSpec, p *field.Path) {
 	}
 	v.podSecurity(s, p)
 	v.podOS(s, p)
+	v.hostProcess(s, p)
 	v.placement(s, p)
 }
 
@@ -198,7 +243,8 @@ type volumeSet map[string]*v1.VolumeSource
 func (s volumeSet) has(name string) bool { _, ok := s[name]; return ok }
 
 // volumes checks the pod's volumes and returns them by name.
-func (v *validator) volumes(vols []v1.Volume, p *field.Path) volumeSet {
+func (v *validator) volumes(spec *v1.PodSpec, p *field.Path) volumeSet {
+	vols := spec.Volumes
 	set := volumeSet{}
 	for i := range vols {
 		vol := &vols[i]
@@ -220,12 +266,12 @@ func (v *validator) volumes(vols []v1.Volume, p *field.Path) volumeSet {
 			v.add(vp, "may not specify more than one volume type, found %s", strings.Join(types, ", "))
 			continue
 		}
-		v.volumeSource(&vol.VolumeSource, types[0], vp)
+		v.volumeSource(spec, &vol.VolumeSource, types[0], vp)
 	}
 	return set
 }
 
-func (v *validator) volumeSource(src *v1.VolumeSource, typ string, p *field.Path) {
+func (v *validator) volumeSource(spec *v1.PodSpec, src *v1.VolumeSource, typ string, p *field.Path) {
 	tp := p.Child(typ)
 	switch typ {
 	case "hostPath":
@@ -239,12 +285,17 @@ func (v *validator) volumeSource(src *v1.VolumeSource, typ string, p *field.Path
 			v.addErrs(field.NotSupported(tp.Child("type"), *t, sets.List(hostPathTypes)))
 		}
 	case "emptyDir":
+		// The apiserver takes any medium; the kubelet fails to set up a
+		// volume of one it does not know, or of huge pages of a size the
+		// pod does not request, so staticlet refuses those here.
 		m := src.EmptyDir.Medium
 		switch {
-		case m == v1.StorageMediumHugePages || strings.HasPrefix(string(m), string(v1.StorageMediumHugePagesPrefix)):
-			v.add(tp.Child("medium"), "%s emptyDir volumes are not supported by staticlet; use \"\" (disk) or Memory", m)
+		case IsHugePagesMedium(m):
+			if _, err := HugePageSize(spec, m); err != nil {
+				v.addErrs(field.Invalid(tp.Child("medium"), m, err.Error()))
+			}
 		case m != v1.StorageMediumDefault && m != v1.StorageMediumMemory:
-			v.addErrs(field.NotSupported(tp.Child("medium"), m, []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory}))
+			v.addErrs(field.NotSupported(tp.Child("medium"), m, []v1.StorageMedium{v1.StorageMediumDefault, v1.StorageMediumMemory, v1.StorageMediumHugePages, v1.StorageMediumHugePagesPrefix + "<size>"}))
 		}
 		if q := src.EmptyDir.SizeLimit; q != nil && q.Sign() < 0 {
 			v.addErrs(field.Invalid(tp.Child("sizeLimit"), q.String(), "must be greater than or equal to 0"))
@@ -381,8 +432,13 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 	sidecar := cc.init && c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 	switch {
 	case c.RestartPolicy == nil:
+	case cc.init && !sidecar && !slices.Contains([]v1.ContainerRestartPolicy{v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure}, *c.RestartPolicy):
+		v.addErrs(field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []v1.ContainerRestartPolicy{
+			v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyOnFailure}))
 	case cc.init && !sidecar:
-		v.addErrs(field.NotSupported(p.Child("restartPolicy"), *c.RestartPolicy, []v1.ContainerRestartPolicy{v1.ContainerRestartPolicyAlways}))
+		// ContainerRestartRules (on by default since 1.35) lets an init
+		// container override the pod's restartPolicy.
+		v.add(p.Child("restartPolicy"), "per-container restart policies are not supported by staticlet; only Always (a sidecar) is, on an init container; use spec.restartPolicy")
 	case !cc.init:
 		v.add(p.Child("restartPolicy"), "per-container restart policies are not supported by staticlet; use spec.restartPolicy")
 	}
@@ -405,7 +461,7 @@ func (v *validator) container(c *v1.Container, p *field.Path, cc containerContex
 		v.probe(c.LivenessProbe, p.Child("livenessProbe"), true)
 		v.probe(c.ReadinessProbe, p.Child("readinessProbe"), false)
 		v.probe(c.StartupProbe, p.Child("startupProbe"), true)
-		v.lifecycle(c.Lifecycle, p.Child("lifecycle"), cc.spec.TerminationGracePeriodSeconds)
+		v.lifecycle(c.Lifecycle, p.Child("lifecycle"), cc.spec)
 	}
 
 	v.ports(c, p.Child("ports"), cc)
@@ -442,9 +498,13 @@ func (v *validator) ports(c *v1.Container, p *field.Path, cc containerContext) {
 			v.addErrs(field.Invalid(pp.Child("hostPort"), port.HostPort, "must match containerPort when hostNetwork is true"))
 		}
 		enum(v, pp.Child("protocol"), port.Protocol, v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP)
-		if port.HostIP != "" {
+		// The apiserver takes any hostIP. A port on the host's network,
+		// or not published, never uses it; a published port is published
+		// on that address, which must be one (the kubelet's portmap
+		// plugin leaves a port with a host name unpublished).
+		if port.HostIP != "" && port.HostPort != 0 && !cc.spec.HostNetwork {
 			if _, err := netip.ParseAddr(port.HostIP); err != nil {
-				v.addErrs(field.Invalid(pp.Child("hostIP"), port.HostIP, "must be an IP address"))
+				v.addErrs(field.Invalid(pp.Child("hostIP"), port.HostIP, "must be an IP address to publish the hostPort on"))
 			}
 		}
 	}
@@ -536,15 +596,16 @@ func (v *validator) mounts(c *v1.Container, p *field.Path, volumes volumeSet) {
 		} else if !volumes.has(m.Name) {
 			v.addErrs(field.NotFound(mp.Child("name"), m.Name))
 		}
+		// A relative mountPath is taken from the container's root, as
+		// the kubelet takes it.
+		abs := path.Clean("/" + m.MountPath)
 		switch {
 		case m.MountPath == "":
 			v.addErrs(field.Required(mp.Child("mountPath"), ""))
-		case !path.IsAbs(m.MountPath):
-			v.addErrs(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be an absolute path"))
-		case paths.Has(path.Clean(m.MountPath)):
+		case paths.Has(abs):
 			v.addErrs(field.Invalid(mp.Child("mountPath"), m.MountPath, "must be unique"))
 		}
-		paths.Insert(path.Clean(m.MountPath))
+		paths.Insert(abs)
 		if m.SubPath != "" && m.SubPathExpr != "" {
 			v.addErrs(field.Invalid(mp.Child("subPathExpr"), m.SubPathExpr, "subPathExpr and subPath are mutually exclusive"))
 		}
@@ -602,11 +663,21 @@ func (v *validator) probe(pr *v1.Probe, p *field.Path, once bool) {
 	}
 }
 
-// lifecycle checks a container's hooks; a sleep may not outlast the pod's
-// grace period.
-func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path, grace *int64) {
+// lifecycle checks a container's hooks, of which a sleep may not outlast
+// the pod's grace period, and its stop signal.
+func (v *validator) lifecycle(l *v1.Lifecycle, p *field.Path, spec *v1.PodSpec) {
 	if l == nil {
 		return
+	}
+	grace := spec.TerminationGracePeriodSeconds
+	if sig := l.StopSignal; sig != nil {
+		// The signals differ by OS, so the pod must say which it is for.
+		switch {
+		case spec.OS == nil:
+			v.addErrs(field.Forbidden(p.Child("stopSignal"), "may not be set for containers with empty `spec.os.name`"))
+		case spec.OS.Name == v1.Linux && !linuxStopSignals.Has(string(*sig)):
+			v.addErrs(field.NotSupported(p.Child("stopSignal"), *sig, sets.List(linuxStopSignals)))
+		}
 	}
 	for _, f := range []struct {
 		name string

@@ -74,8 +74,8 @@ func TestValidateEnums(t *testing.T) {
 		{"httpGet scheme unknown", "validateHTTPGetAction: HTTP or HTTPS",
 			podWith("", "    livenessProbe:\n      httpGet: {port: 80, scheme: FTP}\n"),
 			[]string{`spec.containers[0].livenessProbe.httpGet.scheme: Unsupported value: "FTP"`}},
-		{"sidecar restartPolicy OnFailure", "validateInitContainerRestartPolicy: only Always",
+		{"sidecar restartPolicy OnFailure", "validateInitContainerRestartPolicy: OnFailure with ContainerRestartRules; staticlet runs Always only",
 			podWith("  initContainers:\n  - name: side\n    image: busybox\n    restartPolicy: OnFailure\n", ""),
-			[]string{`spec.initContainers[0].restartPolicy: Unsupported value: "OnFailure"`}},
+			[]string{`spec.initContainers[0].restartPolicy: per-container restart policies are not supported by staticlet`}},
 	})
 }

@@ -96,3 +96,25 @@ func TestValidateNumericRanges(t *testing.T) {
 			[]string{"spec.dnsConfig.searches: Invalid value: 2083: must have at most 2048 characters"}},
 	})
 }
+
+// TestDecodeNumberForms checks numbers written as floats or with spaces,
+// as the apiserver's decoding takes them: a whole float is an integer, in
+// a port name-or-number too; a fraction is refused with its line and
+// index.
+func TestDecodeNumberForms(t *testing.T) {
+	runValidateCases(t, []validateCase{
+		{"whole float port", "YAML to JSON writes 8080.0 as 8080",
+			podWith("", "    ports:\n    - containerPort: 8080.0\n    readinessProbe:\n      httpGet: {port: 8080.0}\n    livenessProbe:\n      tcpSocket: {port: 1e3}\n"), nil},
+		{"fractional port", "the decoder refuses 8080.5 for an int32",
+			podWith("", "    ports:\n    - containerPort: 80\n    - containerPort: 8080.5\n"),
+			[]string{"test.yaml:11: spec.containers[0].ports[1].containerPort: expected an integer, got number 8080.5"}},
+		{"fractional probe port", "an IntOrString takes an integer or a string",
+			podWith("", "    readinessProbe:\n      httpGet: {port: 8080.5}\n"),
+			[]string{"test.yaml:10: spec.containers[0].readinessProbe.httpGet.port: expected an integer or a string, got number 8080.5"}},
+		{"float past int32", "a whole float must still fit",
+			podWith("", "    ports:\n    - containerPort: 1e10\n"),
+			[]string{"spec.containers[0].ports[0].containerPort: expected an integer, got number 1e10"}},
+		{"quantity with spaces", "Quantity.UnmarshalJSON trims spaces",
+			podWith("", "    resources:\n      requests: {cpu: ' 25m', memory: '100Mi '}\n"), nil},
+	})
+}

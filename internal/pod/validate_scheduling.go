@@ -15,10 +15,13 @@ import (
 // to a static pod, but the kubelet refuses a static pod that gets them
 // wrong, and so does staticlet.
 
-// placement checks nodeSelector, tolerations, the gates, the priority and
-// runtime class names, preemptionPolicy and hostAliases.
+// placement checks nodeSelector, affinity, topology spread constraints,
+// tolerations, the gates, the priority and runtime class names,
+// preemptionPolicy and hostAliases.
 func (v *validator) placement(s *v1.PodSpec, p *field.Path) {
 	v.addErrs(metavalidation.ValidateLabels(s.NodeSelector, p.Child("nodeSelector"))...)
+	v.affinity(s.Affinity, p.Child("affinity"))
+	v.topologySpread(s.TopologySpreadConstraints, p.Child("topologySpreadConstraints"))
 	for i := range s.Tolerations {
 		v.toleration(&s.Tolerations[i], p.Child("tolerations").Index(i))
 	}
@@ -71,10 +74,11 @@ func (v *validator) toleration(t *v1.Toleration, p *field.Path) {
 			v.addErrs(field.Invalid(p.Child("value"), t.Value, "must be empty when operator is Exists"))
 		}
 	case v1.TolerationOpLt, v1.TolerationOpGt:
-		// Comparisons of numeric taint values, newer than the checks
-		// mirrored here; the scheduler judges their values.
+		// Comparisons of numeric taint values: behind the
+		// TaintTolerationComparisonOperators gate, off by default.
+		v.addErrs(field.NotSupported(p.Child("operator"), t.Operator, []v1.TolerationOperator{v1.TolerationOpEqual, v1.TolerationOpExists}))
 	default:
-		enum(v, p.Child("operator"), t.Operator, v1.TolerationOpEqual, v1.TolerationOpExists, v1.TolerationOpLt, v1.TolerationOpGt)
+		enum(v, p.Child("operator"), t.Operator, v1.TolerationOpEqual, v1.TolerationOpExists)
 	}
 	if t.Effect != "" {
 		enum(v, p.Child("effect"), t.Effect, v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute)

@@ -266,6 +266,40 @@ func (v *validator) podOS(s *v1.PodSpec, p *field.Path) {
 	})
 }
 
+// hostProcess checks Windows host process containers as the apiserver
+// does on any pod: a container and its pod agree when both say, every
+// container or none is one, and such a pod is on the host's network.
+func (v *validator) hostProcess(s *v1.PodSpec, p *field.Path) {
+	var podHP *bool
+	if sc := s.SecurityContext; sc != nil && sc.WindowsOptions != nil {
+		podHP = sc.WindowsOptions.HostProcess
+	}
+	containers, hostProcess := 0, 0
+	visitContainers(s, p, func(c *v1.Container, cp *field.Path) {
+		containers++
+		var hp *bool
+		if sc := c.SecurityContext; sc != nil && sc.WindowsOptions != nil {
+			hp = sc.WindowsOptions.HostProcess
+		}
+		if podHP != nil && hp != nil && *podHP != *hp {
+			v.addErrs(field.Invalid(cp.Child("securityContext", "windowsOptions", "hostProcess"), *hp,
+				fmt.Sprintf("pod hostProcess value must be identical if both are specified, was %v", *podHP)))
+		}
+		if hp != nil && *hp || hp == nil && podHP != nil && *podHP {
+			hostProcess++
+		}
+	})
+	if hostProcess == 0 {
+		return
+	}
+	if hostProcess != containers {
+		v.addErrs(field.Invalid(p, "", "If pod contains any hostProcess containers then all containers must be HostProcess containers"))
+	}
+	if !s.HostNetwork {
+		v.addErrs(field.Invalid(p.Child("hostNetwork"), s.HostNetwork, "hostNetwork must be true if pod contains any hostProcess containers"))
+	}
+}
+
 // visitContainers calls fn with each init and app container and its path.
 func visitContainers(s *v1.PodSpec, p *field.Path, fn func(c *v1.Container, cp *field.Path)) {
 	for i := range s.InitContainers {

@@ -21,8 +21,17 @@ func TestValidateVolumes(t *testing.T) {
 			[]string{`spec.volumes[0].emptyDir.sizeLimit: Invalid value: "-1Mi": must be greater than or equal to 0`}},
 		{"ephemeral-storage limit negative", "", podWith("", "    resources:\n      limits: {ephemeral-storage: -1Mi}\n"),
 			[]string{`spec.containers[0].resources.limits[ephemeral-storage]: Invalid value: "-1Mi": must be greater than or equal to 0`}},
-		{"emptyDir HugePages", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-2Mi}\n", ""),
-			[]string{"spec.volumes[0].emptyDir.medium: HugePages-2Mi emptyDir volumes are not supported by staticlet"}},
+		{"emptyDir HugePages without a request", "kubelet emptydir getPageSizeMountOption: the pod requests the size",
+			podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-2Mi}\n", ""),
+			[]string{`spec.volumes[0].emptyDir.medium: Invalid value: "HugePages-2Mi": medium HugePages-2Mi: hugePages storage requested, but there is no resource request for huge pages`}},
+		{"emptyDir HugePages of another size", "kubelet emptydir getPageSizeMountOption: the pod requests the size",
+			podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-1Gi}\n", hugePagesRequest),
+			[]string{`spec.volumes[0].emptyDir.medium: Invalid value: "HugePages-1Gi"`}},
+		{"emptyDir HugePages of a requested size", "kubelet emptydir getPageSizeMountOption: a hugetlbfs of that page size",
+			podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages-2Mi}\n  - name: h\n    emptyDir: {medium: HugePages}\n", hugePagesRequest), nil},
+		{"emptyDir HugePages with two sizes", "kubelet emptydir getPageSizeMountOption: plain HugePages needs one size",
+			podWith("  volumes:\n  - name: m\n    emptyDir: {medium: HugePages}\n  initContainers:\n  - name: i\n    image: busybox\n    resources:\n      limits: {memory: 1Gi, hugepages-1Gi: 1Gi}\n", hugePagesRequest),
+			[]string{"spec.volumes[0].emptyDir.medium: Invalid value", "multiple huge page sizes"}},
 		{"emptyDir medium", "", podWith("  volumes:\n  - name: m\n    emptyDir: {medium: Disk}\n", ""),
 			[]string{"spec.volumes[0].emptyDir.medium: Unsupported value"}},
 		{"downwardAPI every field", "", podWith("  volumes:\n  - name: d\n    downwardAPI:\n      defaultMode: 0600\n      items:\n"+
@@ -76,3 +85,6 @@ func TestValidateVolumes(t *testing.T) {
 	}
 	runValidateCases(t, tests)
 }
+
+// hugePagesRequest is a container's request of 2 MiB huge pages.
+const hugePagesRequest = "    resources:\n      limits: {memory: 64Mi, hugepages-2Mi: 4Mi}\n"

@@ -17,6 +17,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/sandbox/spec"
 )
 
 // Termination messages, as the kubelet does them: each instance of a
@@ -56,7 +57,7 @@ const messageSettle = 10 * time.Second
 // Empty when c has no terminationMessagePath, or mounts a volume there.
 func (r *Runtime) terminationFile(sandboxUID string, c *v1.Container, id string) string {
 	dst := c.TerminationMessagePath
-	if dst == "" || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.MountPath == dst }) {
+	if dst == "" || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return spec.MountPath(vm) == dst }) {
 		return ""
 	}
 	return filepath.Join(r.PodDir(sandboxUID), "containers", c.Name, id)

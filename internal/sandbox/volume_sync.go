@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 
@@ -23,6 +24,9 @@ import (
 // is gone is left alone. Like a container start, which prepares the same
 // volumes, it must not run at once with another call for the same pod.
 func (r *Runtime) SyncVolumes(ctx context.Context, p *pod.Pod, sb pod.Record) error {
+	if sb.PodUID == "" {
+		return fmt.Errorf("syncing the volumes of pod %s: sandbox %s has no pod UID", p, sb.ID)
+	}
 	podDir := r.PodDir(sb.PodUID)
 	if _, err := os.Stat(podDir); errors.Is(err, fs.ErrNotExist) {
 		return nil

@@ -120,29 +120,28 @@ func (r *Runtime) writeAPIVolume(p *pod.Pod, v *v1.Volume, dir string) error {
 
 // prepareEmptyDir makes an emptyDir volume's directory, world-writable as
 // the kubelet's so that any user of the pod can use it; for medium Memory,
-// a tmpfs mounted there and sized as the kubelet sizes it. The pod's
-// fsGroup owns it, and what is made in it (setgid).
+// a tmpfs mounted there and sized as the kubelet sizes it; for a HugePages
+// medium, a hugetlbfs of the page size the pod requests. The pod's fsGroup
+// owns it, and what is made in it (setgid).
 func (r *Runtime) prepareEmptyDir(p *pod.Pod, ed *v1.EmptyDirVolumeSource, dir string) error {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return err
 	}
 	mode := fs.FileMode(0o777)
-	if ed.Medium == v1.StorageMediumMemory {
+	if ed.Medium == v1.StorageMediumMemory || pod.IsHugePagesMedium(ed.Medium) {
 		mounted, err := isMountPoint(dir)
 		if err != nil {
 			return err
 		}
 		if !mounted {
-			var opts string
-			if size := spec.MemoryVolumeSize(p, ed, r.node.Memory.Value()); size > 0 {
-				opts = "size=" + strconv.FormatInt(size, 10)
-			}
-			if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
-				return fmt.Errorf("mounting a tmpfs on %s: %w", dir, err)
+			if err := r.mountMedium(p, ed, dir); err != nil {
+				return err
 			}
 		}
 		// A tmpfs's root is 1777, as with the kubelet.
-		mode = 0o777 | fs.ModeSticky
+		if ed.Medium == v1.StorageMediumMemory {
+			mode = 0o777 | fs.ModeSticky
+		}
 	}
 	if g := spec.FSGroup(p); g != nil {
 		if err := os.Chown(dir, -1, int(*g)); err != nil {
@@ -151,6 +150,29 @@ func (r *Runtime) prepareEmptyDir(p *pod.Pod, ed *v1.EmptyDirVolumeSource, dir s
 		mode |= fs.ModeSetgid
 	}
 	return os.Chmod(dir, mode)
+}
+
+// mountMedium mounts the file system of an emptyDir of medium Memory or
+// HugePages on dir, with the kubelet's options.
+func (r *Runtime) mountMedium(p *pod.Pod, ed *v1.EmptyDirVolumeSource, dir string) error {
+	if ed.Medium == v1.StorageMediumMemory {
+		var opts string
+		if size := spec.MemoryVolumeSize(p, ed, r.node.Memory.Value()); size > 0 {
+			opts = "size=" + strconv.FormatInt(size, 10)
+		}
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+			return fmt.Errorf("mounting a tmpfs on %s: %w", dir, err)
+		}
+		return nil
+	}
+	size, err := pod.HugePageSize(&p.Spec, ed.Medium)
+	if err != nil {
+		return err // validation refuses it
+	}
+	if err := unix.Mount("nodev", dir, "hugetlbfs", 0, "pagesize="+size.String()); err != nil {
+		return fmt.Errorf("mounting a hugetlbfs of %s pages on %s: %w", size.String(), dir, err)
+	}
+	return nil
 }
 
 // writeVolumeFiles makes dir hold files and nothing else, as the kubelet's
@@ -306,7 +328,7 @@ func sameVolumeFiles(ts string, files map[string]spec.VolumeFile, fsGroup *int64
 func prepareMounts(c *v1.Container, s *specs.Spec) error {
 	var mounts []mountEntry
 	for _, vm := range c.VolumeMounts {
-		m, ok := volumeBind(s, vm.MountPath)
+		m, ok := volumeBind(s, spec.MountPath(vm))
 		if !ok {
 			continue
 		}
@@ -516,15 +538,20 @@ func mountOf(mounts []mountEntry, path string) *mountEntry {
 	return best
 }
 
-// isMountPoint tells whether something is mounted on dir.
+// isMountPoint tells whether something is mounted on dir, as the
+// kubelet's IsLikelyNotMountPoint tells it: dir is on another device than
+// its parent. That costs two stats where the mount table, which grows with
+// the pods, would be read and parsed at every container start and volume
+// sync; a bind mount from the same filesystem would go unseen, and
+// staticlet makes none on the directories it asks about.
 func isMountPoint(dir string) (bool, error) {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return false, err
+	var st, parent unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", dir, err)
 	}
-	mounts, err := readMountInfo()
-	if err != nil {
-		return false, err
+	// "/.." is taken in the directory dir leads to, symlinks followed.
+	if err := unix.Stat(dir+"/..", &parent); err != nil {
+		return false, fmt.Errorf("stat %s/..: %w", dir, err)
 	}
-	return slices.ContainsFunc(mounts, func(m mountEntry) bool { return m.point == real }), nil
+	return st.Dev != parent.Dev, nil
 }

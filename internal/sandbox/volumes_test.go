@@ -161,6 +161,21 @@ func decodeVolumePod(t *testing.T, manifest string) *pod.Pod {
 	return pods[0]
 }
 
+// preparedVolumes prepares the volumes of the pod of manifest, as root,
+// unmounting them when the test ends.
+func preparedVolumes(t *testing.T, manifest string) (*Runtime, *pod.Pod, map[string]string) {
+	t.Helper()
+	needRoot(t)
+	r := volumeRuntime(t)
+	p := decodeVolumePod(t, manifest)
+	t.Cleanup(func() { _ = unmountPodVolumes(r.PodDir(string(p.UID))) })
+	vols, err := r.prepareVolumes(p, string(p.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, p, vols
+}
+
 // TestPrepareVolumesErrorNamesVolume checks that a hostPath that fails its
 // check is an error naming the volume and the path.
 func TestPrepareVolumesErrorNamesVolume(t *testing.T) {
@@ -276,9 +291,7 @@ func TestWriteVolumeFilesFSGroup(t *testing.T) {
 // that removing the pod's files unmounts it, even by a Runtime that never
 // prepared it (a staticlet killed and started again).
 func TestMemoryEmptyDir(t *testing.T) {
-	needRoot(t)
-	r := volumeRuntime(t)
-	p := decodeVolumePod(t, `apiVersion: v1
+	r, p, vols := preparedVolumes(t, `apiVersion: v1
 kind: Pod
 metadata: {name: v}
 spec:
@@ -288,11 +301,6 @@ spec:
   - {name: disk, emptyDir: {}}
 `)
 	uid := string(p.UID)
-	t.Cleanup(func() { _ = unmountPodVolumes(r.PodDir(uid)) })
-	vols, err := r.prepareVolumes(p, uid)
-	if err != nil {
-		t.Fatal(err)
-	}
 	mem := vols["mem"]
 	if want := filepath.Join(r.PodDir(uid), "volumes", "empty-dir", "mem"); mem != want {
 		t.Errorf("Memory emptyDir at %s, want %s", mem, want)
@@ -329,6 +337,38 @@ spec:
 	}
 	if _, err := os.Stat(r.PodDir(uid)); !os.IsNotExist(err) {
 		t.Errorf("pod directory after RemovePodFiles: %v, want it gone", err)
+	}
+}
+
+// TestHugePagesEmptyDir mounts a HugePages emptyDir as the kubelet does: a
+// hugetlbfs of the page size the pod requests, unmounted with the pod.
+func TestHugePagesEmptyDir(t *testing.T) {
+	r, p, vols := preparedVolumes(t, `apiVersion: v1
+kind: Pod
+metadata: {name: v}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    resources:
+      limits: {memory: 64Mi, hugepages-2Mi: 2Mi}
+  volumes:
+  - {name: huge, emptyDir: {medium: HugePages}}
+`)
+	uid := string(p.UID)
+	huge := vols["huge"]
+	m := mountsAt(t, huge)
+	if len(m) != 1 || m[0].fsType != "hugetlbfs" {
+		t.Fatalf("mounts at %s = %+v, want one hugetlbfs", huge, m)
+	}
+	if opts := superOptions(t, huge); !strings.Contains(opts, "pagesize=2M") {
+		t.Errorf("hugetlbfs options %q, want pagesize=2M", opts)
+	}
+	if err := r.RemovePodFiles(t.Context(), p.Namespace, p.Name, uid); err != nil {
+		t.Fatalf("RemovePodFiles: %v", err)
+	}
+	if m := mountsAt(t, huge); len(m) != 0 {
+		t.Errorf("mounts at %s after RemovePodFiles = %+v, want none", huge, m)
 	}
 }
 

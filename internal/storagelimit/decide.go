@@ -71,7 +71,7 @@ func Limited(pods []v1.Pod) map[string]bool {
 		spec := &pods[i].Spec
 		_, limited := podLimit(spec)
 		for _, v := range spec.Volumes {
-			if ed := v.EmptyDir; ed != nil && ed.Medium != v1.StorageMediumMemory && ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
+			if ed := v.EmptyDir; ed != nil && ed.Medium == v1.StorageMediumDefault && ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
 				limited = true
 			}
 		}
@@ -100,7 +100,7 @@ func decidePod(spec *v1.PodSpec, u pod.StorageUsage) []Eviction {
 func emptyDirOver(spec *v1.PodSpec, u pod.StorageUsage) (Eviction, bool) {
 	for _, v := range spec.Volumes {
 		ed := v.EmptyDir
-		if ed == nil || ed.Medium == v1.StorageMediumMemory || ed.SizeLimit == nil || ed.SizeLimit.Sign() <= 0 {
+		if ed == nil || ed.Medium != v1.StorageMediumDefault || ed.SizeLimit == nil || ed.SizeLimit.Sign() <= 0 {
 			continue
 		}
 		used, ok := u.EmptyDirs[v.Name]
@@ -131,7 +131,7 @@ func podOver(spec *v1.PodSpec, u pod.StorageUsage) (Eviction, bool) {
 		used += c.Bytes()
 	}
 	for _, v := range spec.Volumes {
-		if v.EmptyDir != nil && v.EmptyDir.Medium != v1.StorageMediumMemory {
+		if v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumDefault {
 			used += u.EmptyDirs[v.Name]
 		}
 	}

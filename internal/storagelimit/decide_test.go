@@ -131,6 +131,11 @@ func TestDecide(t *testing.T) {
 			Volumes: []v1.Volume{emptyDir("mem", "1Mi", v1.StorageMediumMemory)}},
 		usage: usage(map[string]int64{"mem": 2 * mi}, use("w", 0, 0)),
 	}, {
+		name: "a HugePages emptyDir is a hugetlbfs, not measured",
+		spec: v1.PodSpec{Containers: []v1.Container{limited("w", "", "huge")},
+			Volumes: []v1.Volume{emptyDir("huge", "1Mi", v1.StorageMediumHugePages)}},
+		usage: usage(map[string]int64{"huge": 2 * mi}, use("w", 0, 0)),
+	}, {
 		name: "emptyDir over its limit that no running container mounts",
 		spec: v1.PodSpec{InitContainers: []v1.Container{limited("fill", "", "cache")}, Containers: []v1.Container{limited("w", "")},
 			Volumes: []v1.Volume{emptyDir("cache", "1Mi", "")}},
@@ -180,6 +185,7 @@ func TestLimited(t *testing.T) {
 		{"an init container's limit", v1.PodSpec{InitContainers: []v1.Container{limited("i", "1Mi")}, Containers: []v1.Container{limited("a", "")}}, true},
 		{"a disk emptyDir's sizeLimit", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "1Mi", "")}}, true},
 		{"a Memory emptyDir's sizeLimit", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "1Mi", v1.StorageMediumMemory)}}, false},
+		{"a HugePages emptyDir's sizeLimit", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "1Mi", v1.StorageMediumHugePagesPrefix+"2Mi")}}, false},
 		{"sizeLimit 0", v1.PodSpec{Containers: []v1.Container{limited("a", "")}, Volumes: []v1.Volume{emptyDir("d", "0", "")}}, false},
 	}
 	for _, tt := range tests {

@@ -54,9 +54,9 @@ func podHostname(p *pod.Pod, hostName string) string {
 }
 
 // podFQDN is <hostname>.<subdomain>.<namespace>.svc.<domain> when the pod
-// has a subdomain, as the kubelet builds it.
+// has a subdomain and no hostnameOverride, as the kubelet builds it.
 func podFQDN(p *pod.Pod) string {
-	if p.Spec.Subdomain == "" {
+	if p.Spec.Subdomain == "" || p.Spec.HostnameOverride != nil {
 		return ""
 	}
 	return fmt.Sprintf("%s.%s.%s.svc.%s", Hostname(p), p.Spec.Subdomain, p.Namespace, clusterDomain)

@@ -53,6 +53,15 @@ func TestPodFiles(t *testing.T) {
 			resolv:   "search example.test corp.test\nnameserver 192.0.2.53\nnameserver 192.0.2.54\noptions ndots:2 edns0\n",
 			hostname: "app.grp.default.svc.cluster.local\n",
 		},
+		{
+			name:     "hostnameOverride: the name as given, no FQDN",
+			spec:     "  hostname: app\n  subdomain: grp\n  hostnameOverride: my.host\n",
+			podIP:    "10.88.0.9",
+			hosts:    []string{"10.88.0.9\tmy.host"},
+			notHosts: []string{"svc.cluster.local"},
+			resolv:   "search example.test corp.test\nnameserver 192.0.2.53\nnameserver 192.0.2.54\noptions ndots:2 edns0\n",
+			hostname: "my.host\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -128,10 +128,14 @@ func podNamespaces(p *pod.Pod, pinned map[specs.LinuxNamespaceType]string) []spe
 	return ns
 }
 
-// Hostname is the pod's host name as the kubelet gives it: spec.hostname if
-// set, else the pod's name, cut to the 63 bytes a host name may have.
+// Hostname is the pod's host name as the kubelet gives it:
+// spec.hostnameOverride if set, else spec.hostname if set, else the pod's
+// name, cut to the 63 bytes a host name may have.
 func Hostname(p *pod.Pod) string {
 	h := p.Spec.Hostname
+	if o := p.Spec.HostnameOverride; o != nil {
+		h = *o
+	}
 	if h == "" {
 		h = p.Name
 	}
@@ -260,7 +264,7 @@ func etcMounts(c *v1.Container, files map[string]string) []specs.Mount {
 	var out []specs.Mount
 	for _, dst := range []string{"/etc/hostname", "/etc/hosts", "/etc/resolv.conf"} {
 		src, ok := files[dst]
-		if !ok || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.MountPath == dst }) {
+		if !ok || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return MountPath(vm) == dst }) {
 			continue
 		}
 		out = append(out, specs.Mount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", "rprivate", "rw"}})

@@ -606,6 +606,7 @@ func TestHostname(t *testing.T) {
 	}{
 		{name: "pod name", meta: "web", want: "web-n"},
 		{name: "spec.hostname", meta: "web", podExtra: "  hostname: myhost\n", want: "myhost"},
+		{name: "spec.hostnameOverride", meta: "web", podExtra: "  hostname: myhost\n  hostnameOverride: my.host.example\n", want: "my.host.example"},
 		{name: "63-byte cut", meta: strings.Repeat("x", 70), want: strings.Repeat("x", 63)},
 		{name: "cut drops trailing dashes", meta: strings.Repeat("a", 61) + "--b", want: strings.Repeat("a", 61)},
 		{name: "cut drops a trailing dot", meta: strings.Repeat("a", 62) + ".b", want: strings.Repeat("a", 62)},
@@ -652,6 +653,8 @@ spec:
     - name: data
       mountPath: /cache
       subPath: cache/x
+    - name: data
+      mountPath: var/./tmp
 `
 	p := decodePod(t, manifest)
 	vols := map[string]string{"data": "/var/lib/staticlet/pods/u/volumes/empty-dir/data", "conf": "/etc/app"}
@@ -660,6 +663,8 @@ spec:
 		{Destination: "/data", Type: "bind", Source: vols["data"], Options: []string{"rbind", "rprivate", "rw"}},
 		{Destination: "/etc/app", Type: "bind", Source: "/etc/app", Options: []string{"rbind", "rprivate", "ro"}},
 		{Destination: "/cache", Type: "bind", Source: vols["data"] + "/cache/x", Options: []string{"rbind", "rprivate", "rw"}},
+		// A relative mountPath is taken from /, as the kubelet takes it.
+		{Destination: "/var/tmp", Type: "bind", Source: vols["data"], Options: []string{"rbind", "rprivate", "rw"}},
 	}
 	byDest := map[string]specs.Mount{}
 	for _, m := range s.Mounts {
@@ -677,7 +682,7 @@ spec:
 	}
 	// Volume mounts come after the base mounts, so /dev, /proc and /sys are
 	// in place below them.
-	if n := len(s.Mounts); n < 3 || s.Mounts[n-3].Destination != "/data" {
+	if n := len(s.Mounts); n < len(want) || s.Mounts[n-len(want)].Destination != "/data" {
 		t.Errorf("Container() mounts = %+v, want the volume mounts last, in manifest order", s.Mounts)
 	}
 

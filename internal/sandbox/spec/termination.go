@@ -13,7 +13,7 @@ import (
 // a volume at the path: the container keeps its volume.
 func terminationMount(c *v1.Container, hostFile string) []specs.Mount {
 	dst := c.TerminationMessagePath
-	if hostFile == "" || dst == "" || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return vm.MountPath == dst }) {
+	if hostFile == "" || dst == "" || slices.ContainsFunc(c.VolumeMounts, func(vm v1.VolumeMount) bool { return MountPath(vm) == dst }) {
 		return nil
 	}
 	return []specs.Mount{{Destination: dst, Type: "bind", Source: hostFile, Options: []string{"rbind", "rprivate", "rw"}}}

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -56,9 +57,18 @@ func volumeMounts(s *specs.Spec, p *pod.Pod, c *v1.Container, volumes map[string
 		} else {
 			opts = append(opts, "rw")
 		}
-		out = append(out, specs.Mount{Destination: vm.MountPath, Type: "bind", Source: src, Options: opts})
+		out = append(out, specs.Mount{Destination: MountPath(vm), Type: "bind", Source: src, Options: opts})
 	}
 	return out, nil
+}
+
+// MountPath is where vm is mounted in the container: its mountPath, made
+// absolute from / when it is relative, as the kubelet makes it.
+func MountPath(vm v1.VolumeMount) string {
+	if path.IsAbs(vm.MountPath) {
+		return vm.MountPath
+	}
+	return path.Clean("/" + vm.MountPath)
 }
 
 // mountPropagation is the propagation option of a mount with mode m.
