@@ -210,12 +210,14 @@ func TestObjectsPodmanFile(t *testing.T) {
 
 	// An edit of the ConfigMap: the files follow, in the same container.
 	e.Write("app.yaml", podmanAppFile("bonjour", "hunter2", "czNjcjN0LXRva2Vu"))
+	edited := time.Now()
 	for _, path := range []string{"/etc/config/greeting", "/etc/all/greeting"} {
 		harness.WaitFor(t, time.Minute, path+" to follow the edit", func() (bool, string) {
 			b, err := os.ReadFile(inRoot(pid, path))
 			return string(b) == "bonjour", fmt.Sprintf("%q, %v", b, err)
 		})
 	}
+	t.Logf("the edit reached the container's files in %s", time.Since(edited).Round(time.Millisecond))
 	p, err = d.Pod(name)
 	if err != nil {
 		t.Fatal(err)
