@@ -8,7 +8,8 @@
 // reads of the status socket the suites share (WaitFor, Daemon.WaitPod).
 // It also keeps the fixtures more than one suite uses: the sleeper and
 // benchmark pods, kubeadm's etcd, the node-shutdown pods, image
-// archives and the Debian package.
+// archives and the Debian package; and the reads the secret tests share:
+// a process's environment, the files of a directory that are on disk.
 //
 // It does not own containerd (ctrdtest starts it) nor any suite's
 // checks. The staticlets an Env starts are killed, and its directories,
