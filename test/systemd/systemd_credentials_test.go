@@ -1,6 +1,8 @@
 package systemd
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,19 +41,63 @@ spec:
 `
 
 // TestSystemdCredential: under the packaged unit, with a drop-in that
-// loads a credential (LoadCredential=), a Secret whose annotation names
-// that credential gives its value to a pod's container, and to its secret
+// loads a credential (LoadCredential=, or LoadCredentialEncrypted= of one
+// systemd-creds encrypted), a Secret whose annotation names that
+// credential gives its value to a pod's container, and to its secret
 // volume, a tmpfs under --root-dir; the value is on no disk under
 // --root-dir and not in staticlet's journal. The manifest holds no value.
 func TestSystemdCredential(t *testing.T) {
 	requireMachineTools(t)
-	e := harness.NewEnv(t)
 	const value = "planted-credential-9Hd3"
-	m := bootStaticlet(t, e, staticletOptions{
-		Unit:      "LoadCredential=db-password:/etc/credstore/db-password",
-		Manifests: map[string]string{"db.yaml": credentialApp},
-		Files:     map[string]string{"/etc/credstore/db-password": value},
-	})
+	tests := []struct {
+		name    string
+		unit    string
+		files   map[string]string
+		encrypt string // where to encrypt the value to, in the machine
+	}{
+		{
+			name:  "LoadCredential",
+			unit:  "LoadCredential=db-password:/etc/credstore/db-password",
+			files: map[string]string{"/etc/credstore/db-password": value},
+		},
+		{
+			name:    "LoadCredentialEncrypted",
+			unit:    "LoadCredentialEncrypted=db-password:/etc/credstore.encrypted/db-password",
+			encrypt: "/etc/credstore.encrypted/db-password",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := harness.NewEnv(t)
+			m := bootStaticlet(t, e, staticletOptions{
+				Unit:      tt.unit,
+				Manifests: map[string]string{"db.yaml": credentialApp},
+				Files:     tt.files,
+			})
+			if tt.encrypt != "" {
+				// With the machine's host key (it has no TPM); staticlet,
+				// which could not start without it, is started again.
+				script := fmt.Sprintf("mkdir -p %s && printf %%s %s | systemd-creds encrypt --with-key=host --name=db-password - %s",
+					filepath.Dir(tt.encrypt), value, tt.encrypt)
+				if out, err := m.run("sh", "-c", script); err != nil {
+					t.Fatalf("systemd-creds encrypt: %v\n%s", err, out)
+				}
+				if b, err := os.ReadFile(filepath.Join(m.root, tt.encrypt)); err != nil || strings.Contains(string(b), value) {
+					t.Fatalf("the encrypted credential: %v, or it holds the value in plain text", err)
+				}
+				if out, err := m.run("sh", "-c", "systemctl reset-failed staticlet; systemctl restart staticlet"); err != nil {
+					t.Fatalf("restarting staticlet: %v\n%s", err, out)
+				}
+			}
+			checkCredential(t, e, m, value)
+		})
+	}
+}
+
+// checkCredential checks that pod db runs in m with the credential's
+// value, which is in its secret volume and nowhere on disk.
+func checkCredential(t *testing.T, e *harness.Env, m *staticletMachine, value string) {
+	t.Helper()
 	name := "db-" + harness.TestNode
 	var p *v1.Pod
 	harness.WaitFor(t, 90*time.Second, name+" running", func() (bool, string) {
