@@ -497,7 +497,8 @@ metadata:
 // TestObjectsMissingConfigMap: pods whose ConfigMap is missing wait with
 // CreateContainerConfigError and an event naming it (and the key), their
 // starts backing off, and start as soon as the ConfigMap's file appears,
-// without waiting out that backoff.
+// without waiting out that backoff. Once the ConfigMap is removed again,
+// running containers keep their files, and one started again waits.
 func TestObjectsMissingConfigMap(t *testing.T) {
 	e := harness.NewEnv(t)
 	d := e.Start()
@@ -563,6 +564,29 @@ func TestObjectsMissingConfigMap(t *testing.T) {
 	if p, err := d.Pod(opt); err != nil || p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Errorf("optwait after its ConfigMap came: %v, %v; want it never restarted", err, p)
 	}
+
+	// The ConfigMap removed: the running containers keep their files and
+	// run on, as with the kubelet; one started again waits for it.
+	e.Remove("late.yaml")
+	harness.WaitFor(t, time.Minute, "the ConfigMap gone", func() (bool, string) {
+		out, err := d.CLI("get", "configmaps")
+		return err == nil && !strings.Contains(out, "late"), out
+	})
+	vol := "volwait-" + harness.TestNode
+	p, err = d.Pod(vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/late/level", containerPid(t, e, p, "main"))); string(b) != "debug" {
+		t.Errorf("/etc/late/level in volwait after the ConfigMap went = %q (%v), want debug kept", b, err)
+	}
+	if out, err := d.CLI("restart", vol); err != nil {
+		t.Fatalf("restart %s: %v\n%s", vol, err, out)
+	}
+	d.WaitPod(vol, time.Minute, "volwait waiting for its ConfigMap again", func(p *v1.Pod) bool {
+		w := firstWaiting(p)
+		return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, `configmap "late" not found`)
+	})
 }
 
 // lbPod restarts container main when ConfigMap lb-config, which its
