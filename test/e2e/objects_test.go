@@ -208,7 +208,29 @@ func TestObjectsPodmanFile(t *testing.T) {
 		t.Errorf("describe pod %s shows the Secret's value:\n%s", name, describe)
 	}
 
-	// An edit of the ConfigMap: the files follow, in the same container.
+	// diff of the edit first: how it will reach the pod.
+	edit := filepath.Join(t.TempDir(), "app.yaml")
+	if err := os.WriteFile(edit, []byte(podmanAppFile("bonjour", "hunter2", "czNjcjN0LXRva2Vu")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	diff, err := d.CLI("diff", edit)
+	if code := harness.ExitCodeOf(err); code != 1 {
+		t.Errorf("diff of the edit exited %d (%v), want 1:\n%s", code, err, diff)
+	}
+	for _, want := range []string{
+		"configmap default/app-config: change",
+		"key greeting: value changed",
+		"secret default/app-secret: nothing",
+		"pod default/" + name + ": nothing",
+		"volume config: container main sees its files change in place",
+		"env of container main: takes the new values at its next restart",
+	} {
+		if !strings.Contains(diff, want) {
+			t.Errorf("diff of the edit lacks %q:\n%s", want, diff)
+		}
+	}
+
+	// The edit: the files follow, in the same container.
 	e.Write("app.yaml", podmanAppFile("bonjour", "hunter2", "czNjcjN0LXRva2Vu"))
 	edited := time.Now()
 	for _, path := range []string{"/etc/config/greeting", "/etc/all/greeting"} {
