@@ -860,3 +860,60 @@ func TestObjectsNonRoot(t *testing.T) {
 		t.Errorf("/etc/token/token: mode %v, group %d; want 0440, 2000", fi.Mode().Perm(), st.Gid)
 	}
 }
+
+// subPathPod mounts key greeting of ConfigMap sub alone, with subPath,
+// and the whole volume beside it.
+const subPathPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: sub
+` + mainSleeper + `    volumeMounts:
+    - {name: conf, mountPath: /greeting, subPath: greeting}
+    - {name: conf, mountPath: /etc/conf}
+  volumes:
+  - {name: conf, configMap: {name: sub}}
+`
+
+// TestObjectsSubPath: a ConfigMap's key mounted with subPath keeps the
+// content it had at the container's start when the ConfigMap is edited,
+// as with the kubelet, while the whole volume beside it follows the edit;
+// the container runs on, and a restart mounts the new content.
+func TestObjectsSubPath(t *testing.T) {
+	e := harness.NewEnv(t)
+	d := e.Start()
+	config := func(v string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sub}\ndata: {greeting: " + v + "}\n"
+	}
+	e.Write("sub-config.yaml", config("hello"))
+	e.Write("sub.yaml", subPathPod)
+	name := "sub-" + harness.TestNode
+	p := d.WaitPod(name, time.Minute, "sub running", harness.Running)
+	pid := containerPid(t, e, p, "main")
+	read := func(pid int, path string) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root%s", pid, path))
+		if err != nil {
+			return err.Error()
+		}
+		return string(b)
+	}
+	if got := read(pid, "/greeting"); got != "hello" {
+		t.Fatalf("/greeting = %q, want hello", got)
+	}
+	e.Write("sub-config.yaml", config("bonjour"))
+	harness.WaitFor(t, time.Minute, "/etc/conf/greeting to follow the edit", func() (bool, string) {
+		got := read(pid, "/etc/conf/greeting")
+		return got == "bonjour", got
+	})
+	if got := read(pid, "/greeting"); got != "hello" {
+		t.Errorf("/greeting after the edit = %q, want hello: a subPath mount keeps its content", got)
+	}
+	if out, err := d.CLI("restart", name); err != nil {
+		t.Fatalf("restart %s: %v\n%s", name, err, out)
+	}
+	p = d.WaitPod(name, time.Minute, "sub restarted", func(p *v1.Pod) bool {
+		return harness.Running(p) && p.Status.ContainerStatuses[0].RestartCount == 1
+	})
+	if got := read(containerPid(t, e, p, "main"), "/greeting"); got != "bonjour" {
+		t.Errorf("/greeting after a restart = %q, want bonjour", got)
+	}
+}
