@@ -1,9 +1,7 @@
 package desired
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/watch"
@@ -62,7 +60,7 @@ func refuseUnknownDevices(pods []*pod.Pod, files []watch.FileResult, devices Dev
 	if devices == nil {
 		return pods, files
 	}
-	bad := map[pod.Key]*DeviceError{}
+	bad := map[pod.Key]error{}
 	for _, p := range pods {
 		if e := unknownDevices(p, devices); e != nil {
 			bad[p.Key()] = e
@@ -71,21 +69,5 @@ func refuseUnknownDevices(pods []*pod.Pod, files []watch.FileResult, devices Dev
 	if len(bad) == 0 {
 		return pods, files
 	}
-	kept := slices.DeleteFunc(slices.Clone(pods), func(p *pod.Pod) bool { return bad[p.Key()] != nil })
-	out := slices.Clone(files)
-	for i := range out {
-		f := &out[i]
-		var errs []error
-		f.Pods = slices.DeleteFunc(slices.Clone(f.Pods), func(p *pod.Pod) bool {
-			if e := bad[p.Key()]; e != nil && p.Source == f.Path {
-				errs = append(errs, e)
-				return true
-			}
-			return false
-		})
-		if len(errs) > 0 {
-			f.Err = errors.Join(append([]error{f.Err}, errs...)...)
-		}
-	}
-	return kept, out
+	return refusePods(pods, files, bad)
 }
