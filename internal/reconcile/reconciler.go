@@ -149,6 +149,10 @@ type Config struct {
 	// (imported from files): containers waiting for one of them retry at
 	// once instead of after their backoff. Nil when nothing sends.
 	ImagesArrived <-chan []string
+	// DevicesFreed carries the kinds of CDI devices that containers just
+	// gave back: containers waiting for devices of those kinds retry at
+	// once. Nil when nothing sends.
+	DevicesFreed <-chan []string
 	// Watcher watches the files whose changes restart containers; none
 	// are watched when nil. Its changes come on FileChanges.
 	Watcher     FileWatcher
@@ -285,6 +289,10 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		case names := <-r.cfg.ImagesArrived:
 			for _, w := range l.workers {
 				w.box.send(imagesMsg{names})
+			}
+		case kinds := <-r.cfg.DevicesFreed:
+			for _, w := range l.workers {
+				w.box.send(devicesMsg{kinds})
 			}
 		case req := <-r.requests:
 			l.serve(req)
