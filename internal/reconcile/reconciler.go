@@ -287,13 +287,9 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		case <-l.rm.holds.C:
 			l.release()
 		case names := <-r.cfg.ImagesArrived:
-			for _, w := range l.workers {
-				w.box.send(imagesMsg{names})
-			}
+			l.tellAll(imagesMsg{names})
 		case kinds := <-r.cfg.DevicesFreed:
-			for _, w := range l.workers {
-				w.box.send(devicesMsg{kinds})
-			}
+			l.tellAll(devicesMsg{kinds})
 		case req := <-r.requests:
 			l.serve(req)
 		case req := <-r.restarts:
@@ -583,6 +579,13 @@ func (l *loop) sendDeps(key pod.Key) {
 	w, ok := l.workers[key]
 	if p := l.pods[key]; ok && p != nil && len(p.After()) > 0 && !l.rm.removing[key] {
 		w.box.send(depsMsg{depsOf(p, l.book)})
+	}
+}
+
+// tellAll sends msg to every worker.
+func (l *loop) tellAll(msg message) {
+	for _, w := range l.workers {
+		w.box.send(msg)
 	}
 }
 
