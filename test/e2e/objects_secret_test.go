@@ -93,6 +93,9 @@ func TestObjectsSecretStaysSecret(t *testing.T) {
 		w := firstWaiting(p)
 		return w != nil && w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "nokey")
 	})
+	if evs := eventsOf(d, "broken-"+harness.TestNode, "Failed"); len(evs) == 0 || evs[0].Message != "couldn't find key nokey in Secret default/vault" {
+		t.Errorf("Failed events of broken: %+v; want one naming the key and the Secret", evs)
+	}
 	pid := containerPid(t, e, p, "main")
 
 	// The values reach the container: what follows is no empty check.
