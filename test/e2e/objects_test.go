@@ -27,8 +27,8 @@ const mainSleeper = `spec:
 `
 
 // podmanApp is a file as podman kube play takes it: a ConfigMap, a Secret
-// and the Pod that uses them, one document each. GREETING is the
-// ConfigMap's greeting; PASSWORD and TOKEN64 (base64) the Secret's.
+// and the Pod that uses them, one document each. @GREETING@ is the
+// ConfigMap's greeting; @PASSWORD@ and @TOKEN64@ (base64) the Secret's.
 const podmanApp = `apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -124,8 +124,10 @@ func TestObjectsPodmanFile(t *testing.T) {
 		if err != nil || string(b) != f.content {
 			t.Errorf("%s in the container = %q (%v), want %q", f.path, b, err, f.content)
 		}
-		if fi, err := os.Stat(path); err != nil || fi.Mode() != f.mode {
-			t.Errorf("%s in the container has mode %v (%v), want %v", f.path, fi.Mode(), err, f.mode)
+		if fi, err := os.Stat(path); err != nil {
+			t.Error(err)
+		} else if fi.Mode() != f.mode {
+			t.Errorf("%s in the container has mode %v, want %v", f.path, fi.Mode(), f.mode)
 		}
 	}
 	if _, err := os.Lstat(inRoot(pid, "/etc/picked/greeting")); !os.IsNotExist(err) {
