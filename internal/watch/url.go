@@ -97,6 +97,11 @@ type URL struct {
 	sum            [sha256.Size]byte // the last 200's body
 	haveBody       bool              // sum, etag and modified are set
 	good           pod.Manifest      // what the last body that decoded defines
+	// again is the body in force, kept while its result may change without
+	// it: its Secrets read other files (staticlet.io/secret-files or
+	// secret-credentials), or it was rejected, perhaps for one of those.
+	// An unchanged body is then decoded again at every poll.
+	again []byte
 	bodyErr        error             // why the last body is rejected
 	fetchErr       error             // why the last poll failed
 	lastSuccess    time.Time         // the start of the last poll that found good manifests
@@ -251,29 +256,50 @@ func (s *URL) poll(ctx context.Context) {
 			s.lastSuccess = now
 		}
 	}()
-	if notModified {
-		return
-	}
 	sum := sha256.Sum256(body)
-	if s.haveBody && sum == s.sum {
-		// The same body again (a server without validators): the decoded
-		// result still holds, and re-decoding would only change its
-		// config.seen annotation.
+	if notModified || s.haveBody && sum == s.sum {
+		// The same body again (a 304, or a server without validators):
+		// the decoded result still holds, and re-decoding would only
+		// change its config.seen annotation; unless what it reads may
+		// have changed.
+		if s.again != nil {
+			s.decode(s.again, true)
+		}
 		return
 	}
 	s.sum, s.haveBody = sum, true
+	s.decode(body, false)
+}
+
+// decode takes body as the URL's manifests. again says body is the one in
+// force, decoded again for the files it reads: a result the same as the
+// one in force (its objects holding the same data, or the same error) is
+// then no change.
+func (s *URL) decode(body []byte, again bool) {
 	m := &pod.Manifest{}
+	var err error
 	if len(bytes.TrimSpace(body)) == 0 {
 		err = errors.New("empty response body (to remove every pod, serve an empty PodList)")
 	} else {
 		m, err = s.cfg.Decode(s.url, body)
 	}
 	if err != nil {
+		s.again = body
+		if again && s.bodyErr != nil && s.bodyErr.Error() == err.Error() {
+			return
+		}
 		if s.bodyErr == nil || s.bodyErr.Error() != err.Error() {
 			s.log.Warn("manifests from URL rejected", "err", err, "keeping_pods", len(s.good.Pods))
 		}
 		s.bodyErr = err
 		s.gen++
+		return
+	}
+	s.again = nil
+	if m.ReadsFiles() {
+		s.again = body
+	}
+	if again && s.bodyErr == nil && sameObjects(s.good.Objects, m.Objects) {
 		return
 	}
 	if s.bodyErr != nil {
