@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/containerd/containerd/api/types/task"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	v1 "k8s.io/api/core/v1"
 
@@ -149,7 +151,8 @@ func askedDevices(reg *devices.Registry, c *v1.Container) (map[string]int, error
 // allocate chooses the devices of each kind asked, with r.devices.mu
 // held: the first free ones in sorted order, those the container's
 // earlier instances in the same sandbox held first (a restart keeps its
-// devices). It returns them sorted, or an InsufficientDevices error.
+// devices), then those of its pod's finished init containers. It
+// returns them sorted, or an InsufficientDevices error.
 func (r *Runtime) allocate(ctx context.Context, req pod.ContainerRequest, asked map[string]int) ([]string, error) {
 	// Not the shared listing (listContainers), which may predate the last
 	// allocation's container.
@@ -163,9 +166,10 @@ func (r *Runtime) allocate(ctx context.Context, req pod.ContainerRequest, asked 
 	holders := map[string]string{} // device: the pod holding it
 	mine := map[string]bool{}
 	for _, c := range cs {
-		own := c.Labels[LabelSandboxID] == req.Sandbox.ID && c.Labels[LabelContainer] == req.Container.Name
+		reusable := c.Labels[LabelSandboxID] == req.Sandbox.ID &&
+			(c.Labels[LabelContainer] == req.Container.Name || r.initDone(cctx, req.Pod, c))
 		for _, d := range splitList(c.Labels[LabelDevices]) {
-			if own {
+			if reusable {
 				mine[d] = true
 			} else {
 				holders[d] = c.Labels[LabelPodNamespace] + "/" + c.Labels[LabelPodName]
@@ -183,6 +187,29 @@ func (r *Runtime) allocate(ctx context.Context, req pod.ContainerRequest, asked 
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// initDone tells whether c, a container of pod p's sandbox, is an init
+// container that has run to its end and will not run again (not a
+// sidecar): the pod's later containers may take its devices, as the
+// kubelet's device manager lets them.
+func (r *Runtime) initDone(ctx context.Context, p *pod.Pod, c containers.Container) bool {
+	if c.Labels[LabelKind] != string(pod.KindInit) {
+		return false
+	}
+	i := slices.IndexFunc(p.Spec.InitContainers, func(ic v1.Container) bool { return ic.Name == c.Labels[LabelContainer] })
+	if i < 0 {
+		return false
+	}
+	if rp := p.Spec.InitContainers[i].RestartPolicy; rp != nil && *rp == v1.ContainerRestartPolicyAlways {
+		return false
+	}
+	if _, ok := c.Labels[LabelExitCode]; ok {
+		return true
+	}
+	// Its exit may not be recorded yet: a stopped task tells it.
+	t, err := r.getTask(ctx, c.ID)
+	return err == nil && t.Status == task.Status_STOPPED
 }
 
 // chooseDevices picks n of the kind's devices (sorted) that holders do

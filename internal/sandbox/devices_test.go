@@ -253,3 +253,54 @@ func TestCDILimitsAllocation(t *testing.T) {
 		t.Errorf("c's environment %v lacks its device's EXDEV0=yes", env)
 	}
 }
+
+func TestCDIInitDevicesReused(t *testing.T) {
+	tier.Integration(t, "a private containerd")
+	reg := testVendor(t, 2)
+	h := newHarnessWith(t, func(c *Config) { c.Devices = reg })
+	out := t.TempDir()
+	limits := "    resources:\n      limits:\n        example.test/dev: 1"
+	other := devicePod(h, "other", out, "", limits, false, idleScript)
+	if rec := h.start(other, h.sandbox(other), "c", 0); !slices.Equal(rec.Devices, []string{"example.test/dev=d0"}) {
+		t.Fatalf("other holds %v, want d0", rec.Devices)
+	}
+	p := h.decode("/m/p.yaml", fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: p
+  namespace: ns
+spec:
+  initContainers:
+  - name: init
+    image: localhost/busybox:test
+    command: [/bin/true]
+%[1]s
+  containers:
+  - name: app
+    image: localhost/busybox:test
+    command: [/bin/sh, -c, %[2]q]
+%[1]s
+`, limits, idleScript))
+	sb := h.sandbox(p)
+	req := pod.ContainerRequest{Pod: p, Sandbox: sb, Container: &p.Spec.InitContainers[0], Kind: pod.KindInit}
+	init, err := h.rt.StartContainer(h.ctx(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.removeAtEnd(init.ID)
+	if !slices.Equal(init.Devices, []string{"example.test/dev=d1"}) {
+		t.Fatalf("init holds %v, want d1", init.Devices)
+	}
+	waitFor(t, 20*time.Second, "the init container's exit", func() (bool, string) {
+		recs, err := h.rt.PodContainers(h.ctx(), p.Key())
+		if err != nil {
+			return false, err.Error()
+		}
+		i := slices.IndexFunc(recs, func(r pod.Record) bool { return r.ID == init.ID })
+		return i >= 0 && recs[i].State == pod.TaskExited, fmt.Sprintf("containers %+v", recs)
+	})
+	// The finished init container's device goes to the app container.
+	if app := h.start(p, sb, "app", 0); !slices.Equal(app.Devices, []string{"example.test/dev=d1"}) {
+		t.Errorf("app holds %v, want d1, its init container's", app.Devices)
+	}
+}
