@@ -81,7 +81,7 @@ var rules = map[string]rule{
 	"internal/storagelimit":    {product, []string{"internal/pod"}},
 	"internal/status":          {product, []string{"internal/pod"}},
 	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":         {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/..."}},
+	"internal/sandbox":         {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/...", "internal/devices"}},
 	"internal/sandbox/spec":    {product, []string{"internal/pod"}},
 	"internal/sandbox/procfs":  {product, nil},
 
@@ -91,6 +91,9 @@ var rules = map[string]rule{
 	// sandbox). cgroups: the pods' cgroups with both drivers, OOM kills
 	// and usage.
 	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs"}},
+	// The node's devices: the host's device nodes for privileged
+	// containers, and the CDI devices the node's specs name.
+	"internal/devices": {product, nil},
 	// The pause program: its root, and its body where staticlet is the
 	// pause; pauseprog writes the built-in one as machine code.
 	"internal/pause":           {product, []string{"internal/install", "internal/pause/pauseprog"}},
