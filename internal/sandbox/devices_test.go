@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/staticlet/staticlet/internal/devices"
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/testutil/cditest"
 	"github.com/staticlet/staticlet/internal/testutil/tier"
 )
 
@@ -69,19 +68,6 @@ func TestTellFreedMerges(t *testing.T) {
 	}
 }
 
-// mknodNull makes a char device with the numbers of /dev/null at path,
-// removed when the test ends.
-func mknodNull(t *testing.T, path string) {
-	t.Helper()
-	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
-		if errors.Is(err, unix.EPERM) {
-			tier.Missing(t, "making device nodes needs root: "+err.Error())
-		}
-		t.Fatalf("mknod %s: %v", path, err)
-	}
-	t.Cleanup(func() { os.Remove(path) })
-}
-
 // deviceProbe is a script that writes to out, for each path, whether the
 // container sees it and can write to it, then idles.
 func deviceProbe(out string, paths ...string) string {
@@ -125,7 +111,7 @@ func TestPrivilegedSeesHostDevices(t *testing.T) {
 	tier.Integration(t, "a private containerd")
 	h := newHarness(t)
 	name := fmt.Sprintf("staticlet-test-%d", os.Getpid())
-	mknodNull(t, filepath.Join("/dev", name))
+	cditest.MknodNull(t, filepath.Join("/dev", name))
 	out := t.TempDir()
 	probe := func(pod string) string { return deviceProbe("/out/"+pod, "/dev/"+name) }
 	priv := devicePod(h, "priv", out, "", "", true, probe("priv"))
@@ -141,17 +127,8 @@ func TestPrivilegedSeesHostDevices(t *testing.T) {
 // directory, and returns a registry of a CDI spec naming them.
 func testVendor(t *testing.T, n int) *devices.Registry {
 	t.Helper()
-	devDir, specDir := shortTempDir(t), t.TempDir()
-	var b strings.Builder
-	b.WriteString("cdiVersion: 0.6.0\nkind: example.test/dev\ndevices:\n")
-	for i := range n {
-		host := filepath.Join(devDir, fmt.Sprintf("dev%d", i))
-		mknodNull(t, host)
-		fmt.Fprintf(&b, "- name: d%d\n  containerEdits:\n    env: [EXDEV%[1]d=yes]\n    deviceNodes:\n    - path: /dev/exdev%[1]d\n      hostPath: %s\n", i, host)
-	}
-	if err := os.WriteFile(filepath.Join(specDir, "example.yaml"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	specDir := t.TempDir()
+	cditest.WriteVendor(t, specDir, "example.test/dev", "exdev", n)
 	reg := devices.New(devices.Config{SpecDirs: []string{specDir}})
 	if got := reg.Devices("example.test/dev"); len(got) != n {
 		t.Fatalf("the test vendor's registry has devices %v, want %d", got, n)

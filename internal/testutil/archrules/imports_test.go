@@ -130,6 +130,8 @@ var rules = map[string]rule{
 	"internal/metrics": {product, []string{"internal/pod"}},
 
 	// Test helpers.
+	// Device nodes and CDI specs of a test vendor.
+	"internal/testutil/cditest":    {helper, []string{"internal/testutil/tier"}},
 	"internal/testutil/ctrdtest":   {helper, []string{"internal/testutil/testimage", "internal/sandbox/procfs", "internal/testutil/modbuild", "internal/testutil/tier"}},
 	"internal/testutil/etcdtest":   {helper, []string{"internal/testutil/testimage", "internal/testutil/modbuild"}},
 	"internal/testutil/modbuild":   {helper, nil},
