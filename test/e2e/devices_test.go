@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
+
+	"github.com/staticlet/staticlet/internal/testutil/cditest"
+	"github.com/staticlet/staticlet/internal/testutil/harness"
+)
+
+// devKind is the test vendor's kind of CDI device.
+const devKind = "example.test/dev"
+
+// startWithVendor starts staticlet with a CDI spec dir holding n devices
+// of devKind, seen in containers as /dev/testdev0, ...; it returns the
+// daemon and the spec dir.
+func startWithVendor(t *testing.T, e *harness.Env, n int) (*harness.Daemon, string) {
+	t.Helper()
+	specDir := t.TempDir()
+	cditest.WriteVendor(t, specDir, devKind, "testdev", n)
+	return e.Start("--cdi-spec-dirs", specDir), specDir
+}
+
+// devicePod is a sleeping pod's manifest: its container main runs a
+// shell loop; meta goes under metadata, container under the container.
+func devicePod(name, meta, container string) string {
+	return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name + "\n" + meta + mainSleeper + container
+}
+
+// askDevices is a container's resources asking for n devices of kind.
+func askDevices(kind, n string) string {
+	return fmt.Sprintf("    resources:\n      limits:\n        %s: %s\n", kind, n)
+}
+
+// devicesSeen is what pod's container main sees of the test vendor: the
+// /dev/testdev* nodes it has, each with "+w" when a write to it
+// succeeded, and the TESTDEV* variables of its environment.
+func devicesSeen(t *testing.T, d *harness.Daemon, pod string) string {
+	t.Helper()
+	const script = `for f in /dev/testdev*; do [ -e "$f" ] || continue; printf '%s' "$f"; echo x > "$f" && printf +w; echo; done; env | grep '^TESTDEV' | sort`
+	out, errOut, code := execStaticlet(d, nil, pod, "--", "sh", "-c", script)
+	if code != 0 {
+		t.Fatalf("exec in %s: exit %d: %s", pod, code, errOut)
+	}
+	return strings.Join(strings.Fields(out), " ")
+}
+
+// heldDevices are the devices of pod's status, by its containers'
+// allocatedResourcesStatus.
+func heldDevices(p *v1.Pod) []string {
+	var out []string
+	for _, cs := range p.Status.ContainerStatuses {
+		for _, rs := range cs.AllocatedResourcesStatus {
+			for _, r := range rs.Resources {
+				out = append(out, string(r.ResourceID))
+			}
+		}
+	}
+	return out
+}
+
+// TestDevicesPrivileged: a privileged container sees a device node made
+// on the host under /dev after staticlet started, and can write to it;
+// an unprivileged one does not see it.
+func TestDevicesPrivileged(t *testing.T) {
+	e := harness.NewEnv(t)
+	d := e.Start()
+	name := fmt.Sprintf("staticlet-e2e-%d", os.Getpid())
+	cditest.MknodNull(t, filepath.Join("/dev", name))
+	e.Write("priv.yaml", devicePod("priv", "", "    securityContext: {privileged: true}\n"))
+	e.Write("plain.yaml", devicePod("plain", "", ""))
+	for _, pod := range []string{"priv", "plain"} {
+		d.WaitPod(pod+"-"+harness.TestNode, time.Minute, pod+" running", harness.Running)
+	}
+	check := fmt.Sprintf("if [ ! -c /dev/%[1]s ]; then echo absent; elif echo x > /dev/%[1]s; then echo written; else echo refused; fi", name)
+	for pod, want := range map[string]string{"priv": "written", "plain": "absent"} {
+		out, errOut, code := execStaticlet(d, nil, pod+"-"+harness.TestNode, "--", "sh", "-c", check)
+		if got := strings.TrimSpace(out); code != 0 || got != want {
+			t.Errorf("/dev/%s in pod %s: %q (exit %d, %s), want %s", name, pod, got, code, errOut, want)
+		}
+	}
+}
+
+// TestDevicesExclusive: three pods ask for one device each of a kind
+// with two. Two run, each with a device of its own; the third waits,
+// Pending, with the reason InsufficientDevices naming the kind and a
+// Warning event. staticlet killed with SIGKILL and started again keeps
+// every allocation and restarts nothing. Once one of the holders is
+// removed, the third starts at once (its freed device wakes it), not
+// when its backoff ends.
+func TestDevicesExclusive(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, specDir := startWithVendor(t, e, 2)
+	for _, name := range []string{"a", "b", "c"} {
+		e.Write(name+".yaml", devicePod(name, "", askDevices(devKind, "1")))
+	}
+	full := func(name string) string { return name + "-" + harness.TestNode }
+
+	// Two run, one waits.
+	var running []string
+	var waiting string
+	harness.WaitFor(t, time.Minute, "two pods running and one waiting for devices", func() (bool, string) {
+		running, waiting = nil, ""
+		var states []string
+		for _, name := range []string{"a", "b", "c"} {
+			p, err := d.Pod(full(name))
+			if err != nil {
+				return false, err.Error()
+			}
+			switch {
+			case harness.Running(p):
+				running = append(running, name)
+			case waitingFor([]string{"InsufficientDevices"})(p) && p.Status.Phase == v1.PodPending:
+				waiting = name
+			}
+			states = append(states, name+": "+harness.Describe(p))
+		}
+		return len(running) == 2 && waiting != "", strings.Join(states, "; ")
+	})
+	p, _ := d.Pod(full(waiting))
+	msg := p.Status.ContainerStatuses[0].State.Waiting.Message
+	wantMsg := fmt.Sprintf("0 of 2 %s devices are free (held by default/%s, default/%s); 1 asked", devKind, full(running[0]), full(running[1]))
+	if !strings.Contains(msg, wantMsg) {
+		t.Errorf("pod %s waits with message %q, want it to contain %q", waiting, msg, wantMsg)
+	}
+	events, err := d.Client().Events(t.Context(), "default/"+full(waiting))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(events, func(ev pod.Event) bool {
+		return ev.Type == pod.EventWarning && strings.Contains(ev.Message, devKind)
+	}) {
+		t.Errorf("no Warning event naming %s among pod %s's events %+v", devKind, waiting, events)
+	}
+
+	// Each holder sees its own device and not the other.
+	held := map[string][]string{}
+	ids := map[string]string{}
+	for _, name := range running {
+		p, _ := d.Pod(full(name))
+		held[name] = heldDevices(p)
+		ids[name] = p.Status.ContainerStatuses[0].ContainerID
+		if len(held[name]) != 1 {
+			t.Fatalf("pod %s holds %v, want one device", name, held[name])
+		}
+		i := strings.TrimPrefix(held[name][0], devKind+"=d")
+		want := fmt.Sprintf("/dev/testdev%s+w TESTDEV%s=yes", i, i)
+		if got := devicesSeen(t, d, full(name)); got != want {
+			t.Errorf("pod %s, holding %s, sees %q, want %q", name, held[name][0], got, want)
+		}
+	}
+	if held[running[0]][0] == held[running[1]][0] {
+		t.Errorf("pods %s and %s hold the same device %s", running[0], running[1], held[running[0]][0])
+	}
+
+	// A crash and a restart of staticlet change nothing.
+	d.Kill()
+	d = e.Start("--cdi-spec-dirs", specDir)
+	for _, name := range running {
+		p := d.WaitPod(full(name), 30*time.Second, name+" running again", harness.Running)
+		cs := p.Status.ContainerStatuses[0]
+		if cs.ContainerID != ids[name] || cs.RestartCount != 0 || !slices.Equal(heldDevices(p), held[name]) {
+			t.Errorf("after the restart of staticlet, pod %s has container %s (restarts %d) holding %v; want %s (0) holding %v",
+				name, cs.ContainerID, cs.RestartCount, heldDevices(p), ids[name], held[name])
+		}
+	}
+	d.WaitPod(full(waiting), 30*time.Second, waiting+" waiting again", waitingFor([]string{"InsufficientDevices"}))
+
+	// Removing a holder lets the third start, once its retries have
+	// backed off to seconds apart: the freed device wakes it.
+	var due time.Time
+	harness.WaitFor(t, 30*time.Second, "the retries of "+waiting+" backing off to 3s", func() (bool, string) {
+		due = nextRetry(t, d.Out.String(), "default/"+full(waiting))
+		return time.Until(due) > 3*time.Second, "next retry at " + due.String()
+	})
+	gone := running[0]
+	e.Remove(gone + ".yaml")
+	removed := time.Now()
+	harness.WaitFor(t, 30*time.Second, gone+" removed", func() (bool, string) {
+		_, err := d.Pod(full(gone))
+		return err != nil, "still listed"
+	})
+	stopped := time.Now()
+	p = d.WaitPod(full(waiting), 30*time.Second, waiting+" running", harness.Running)
+	started := time.Now()
+	t.Logf("pod %s removed in %s; pod %s running %s later, %s before its backoff ended",
+		gone, stopped.Sub(removed).Round(time.Millisecond), waiting, started.Sub(stopped).Round(time.Millisecond), due.Sub(started).Round(time.Millisecond))
+	if started.After(due) {
+		t.Errorf("pod %s started at %s, after its backoff ended (%s): the freed device did not wake it", waiting, started, due)
+	}
+	if got := heldDevices(p); !slices.Equal(got, held[gone]) {
+		t.Errorf("pod %s holds %v, want %v, which %s held", waiting, got, held[gone], gone)
+	}
+}
+
+// syncedLine is staticlet's debug line for a pass over a pod: when it
+// was, and how long until the next.
+var syncedLine = regexp.MustCompile(`time=(\S+) level=DEBUG msg="synced pod" pod=(\S+) took=\S+ again=(\S+)`)
+
+// nextRetry is when staticlet's log out last said it would look at pod
+// again; the zero time when it said none.
+func nextRetry(t *testing.T, out, pod string) time.Time {
+	t.Helper()
+	var due time.Time
+	for _, m := range syncedLine.FindAllStringSubmatch(out, -1) {
+		if m[2] != pod {
+			continue
+		}
+		at, err1 := time.Parse(time.RFC3339Nano, m[1])
+		again, err2 := time.ParseDuration(m[3])
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatalf("staticlet's line of a pass over %s: %v", pod, err)
+		}
+		due = time.Time{}
+		if again > 0 {
+			due = at.Add(again)
+		}
+	}
+	return due
+}
