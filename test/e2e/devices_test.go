@@ -229,3 +229,36 @@ func nextRetry(t *testing.T, out, pod string) time.Time {
 	}
 	return due
 }
+
+// TestDevicesAnnotationAll: a pod whose CDI annotation names every device
+// of the kind (=all) sees and writes each, holding none: two pods asking
+// for one each by their limits still run beside it. A plain pod sees
+// none of them.
+func TestDevicesAnnotationAll(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, _ := startWithVendor(t, e, 2)
+	e.Write("all.yaml", devicePod("all", "  annotations:\n    cdi.k8s.io/x: "+devKind+"=all\n", ""))
+	e.Write("one.yaml", devicePod("one", "  annotations:\n    cdi.k8s.io/y: "+devKind+"=d1\n", ""))
+	e.Write("plain.yaml", devicePod("plain", "", ""))
+	e.Write("a.yaml", devicePod("a", "", askDevices(devKind, "1")))
+	e.Write("b.yaml", devicePod("b", "", askDevices(devKind, "1")))
+	for pod, want := range map[string]string{
+		"all":   "/dev/testdev0+w /dev/testdev1+w TESTDEV0=yes TESTDEV1=yes",
+		"one":   "/dev/testdev1+w TESTDEV1=yes",
+		"plain": "",
+	} {
+		p := d.WaitPod(pod+"-"+harness.TestNode, time.Minute, pod+" running", harness.Running)
+		if got := devicesSeen(t, d, pod+"-"+harness.TestNode); got != want {
+			t.Errorf("pod %s sees %q, want %q", pod, got, want)
+		}
+		if held := heldDevices(p); len(held) != 0 {
+			t.Errorf("pod %s holds %v; annotations hold nothing", pod, held)
+		}
+	}
+	for _, pod := range []string{"a", "b"} {
+		p := d.WaitPod(pod+"-"+harness.TestNode, time.Minute, pod+" running", harness.Running)
+		if held := heldDevices(p); len(held) != 1 {
+			t.Errorf("pod %s holds %v, want one device", pod, held)
+		}
+	}
+}
