@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -260,5 +261,88 @@ func TestDevicesAnnotationAll(t *testing.T) {
 		if held := heldDevices(p); len(held) != 1 {
 			t.Errorf("pod %s holds %v, want one device", pod, held)
 		}
+	}
+}
+
+// TestDevicesValidation: a fractional count of devices, a request unequal
+// to its limit and a request without a limit are refused by staticlet
+// validate and on the file, naming the field; a kind or device that no
+// CDI spec names is refused on the file, until a spec written later names
+// it: then the pod runs, its manifest untouched.
+func TestDevicesValidation(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, specDir := startWithVendor(t, e, 2)
+	bad := map[string]struct{ manifest, want string }{
+		"fraction.yaml": {devicePod("fraction", "", askDevices(devKind, "500m")),
+			`spec.containers[0].resources.limits[example.test/dev]: Invalid value: "500m": must be an integer`},
+		"unequal.yaml": {devicePod("unequal", "", "    resources:\n      requests: {"+devKind+": 1}\n      limits: {"+devKind+": 2}\n"),
+			`spec.containers[0].resources.requests[example.test/dev]: Invalid value: "1": must be equal to example.test/dev limit of 2`},
+		"nolimit.yaml": {devicePod("nolimit", "", "    resources:\n      requests: {"+devKind+": 1}\n"),
+			`spec.containers[0].resources.limits[example.test/dev]: Required value`},
+	}
+	unknown := map[string]struct{ manifest, want string }{
+		"kind.yaml": {devicePod("kind", "", askDevices("nosuch.test/dev", "1")),
+			"spec.containers[0].resources.limits[nosuch.test/dev]: no CDI spec on this node defines device kind nosuch.test/dev"},
+		"device.yaml": {devicePod("device", "  annotations:\n    cdi.k8s.io/x: nosuch.test/dev=d0\n", ""),
+			"metadata.annotations[cdi.k8s.io/x]: no CDI spec on this node defines device nosuch.test/dev=d0"},
+	}
+	for file, m := range bad {
+		path := filepath.Join(t.TempDir(), file)
+		if err := os.WriteFile(path, []byte(m.manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(harness.Binary(t), "validate", path).CombinedOutput()
+		if code := harness.ExitCodeOf(err); code != 1 || !strings.Contains(string(out), m.want) {
+			t.Errorf("staticlet validate %s: exit %d, %q; want exit 1 and %q", file, code, out, m.want)
+		}
+	}
+	for _, files := range []map[string]struct{ manifest, want string }{bad, unknown} {
+		for file, m := range files {
+			e.Write(file, m.manifest)
+		}
+	}
+	fileErrors := func() map[string]string {
+		ms, err := d.Client().Manifests(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, m := range ms {
+			out[filepath.Base(m.Path)] = m.Error
+		}
+		return out
+	}
+	harness.WaitFor(t, 30*time.Second, "an error on each file naming the field", func() (bool, string) {
+		got := fileErrors()
+		for _, files := range []map[string]struct{ manifest, want string }{bad, unknown} {
+			for file, m := range files {
+				if !strings.Contains(got[file], m.want) {
+					return false, fmt.Sprintf("%s: %q, want %q", file, got[file], m.want)
+				}
+			}
+		}
+		return true, ""
+	})
+	if out, err := d.CLI("get", "manifests"); err != nil || !strings.Contains(out, unknown["kind.yaml"].want) {
+		t.Errorf("get manifests = %q, %v; want it to show %q", out, err, unknown["kind.yaml"].want)
+	}
+	if list, err := d.Client().Pods(t.Context()); err != nil || len(list.Items) != 0 {
+		t.Errorf("pods listed: %v (%v), want none", list, err)
+	}
+
+	// A spec naming the kind, written later, lets both pods run.
+	cditest.WriteVendor(t, specDir, "nosuch.test/dev", "nosuch", 1)
+	written := time.Now()
+	for file, want := range map[string]string{"kind": "/dev/nosuch0+w NOSUCH0=yes", "device": "/dev/nosuch0+w NOSUCH0=yes"} {
+		d.WaitPod(file+"-"+harness.TestNode, 30*time.Second, file+" running", harness.Running)
+		t.Logf("pod %s running %s after the spec was written", file, time.Since(written).Round(time.Millisecond))
+		script := `for f in /dev/nosuch*; do [ -e "$f" ] && printf '%s' "$f" && echo x > "$f" && printf +w; echo; done; env | grep '^NOSUCH' | sort`
+		out, errOut, code := execStaticlet(d, nil, file+"-"+harness.TestNode, "--", "sh", "-c", script)
+		if got := strings.Join(strings.Fields(out), " "); code != 0 || got != want {
+			t.Errorf("pod %s sees %q (exit %d, %s), want %q", file, got, code, errOut, want)
+		}
+	}
+	if got := fileErrors(); got["kind.yaml"] != "" || got["device.yaml"] != "" {
+		t.Errorf("errors on the files once the spec names their devices: %q, %q; want none", got["kind.yaml"], got["device.yaml"])
 	}
 }
