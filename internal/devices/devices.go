@@ -51,7 +51,8 @@ type Config struct {
 	// device until it appears.
 	SpecDirs []string
 	// Changed, when set, is called after a re-read that changed the
-	// devices the specs name or their files.
+	// devices the specs name or their files, from Run's goroutine: it
+	// must not block.
 	Changed func()
 	// Logger receives the specs' errors.
 	Logger *slog.Logger
