@@ -267,8 +267,9 @@ func TestDevicesAnnotationAll(t *testing.T) {
 // TestDevicesValidation: a fractional count of devices, a request unequal
 // to its limit and a request without a limit are refused by staticlet
 // validate and on the file, naming the field; a kind or device that no
-// CDI spec names is refused on the file, until a spec written later names
-// it: then the pod runs, its manifest untouched.
+// CDI spec names, or more devices than the specs name, are refused on the
+// file. A spec written later for the unknown kind lets its pods run,
+// their manifests untouched.
 func TestDevicesValidation(t *testing.T) {
 	e := harness.NewEnv(t)
 	d, specDir := startWithVendor(t, e, 2)
@@ -283,6 +284,8 @@ func TestDevicesValidation(t *testing.T) {
 	unknown := map[string]struct{ manifest, want string }{
 		"kind.yaml": {devicePod("kind", "", askDevices("nosuch.test/dev", "1")),
 			"spec.containers[0].resources.limits[nosuch.test/dev]: no CDI spec on this node defines device kind nosuch.test/dev"},
+		"toomany.yaml": {devicePod("toomany", "", askDevices(devKind, "3")),
+			"spec.containers[0].resources.limits[example.test/dev]: asks for 3 devices of kind example.test/dev, and the node's CDI specs define 2"},
 		"device.yaml": {devicePod("device", "  annotations:\n    cdi.k8s.io/x: nosuch.test/dev=d0\n", ""),
 			"metadata.annotations[cdi.k8s.io/x]: no CDI spec on this node defines device nosuch.test/dev=d0"},
 	}
