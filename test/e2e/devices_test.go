@@ -349,3 +349,33 @@ func TestDevicesValidation(t *testing.T) {
 		t.Errorf("errors on the files once the spec names their devices: %q, %q; want none", got["kind.yaml"], got["device.yaml"])
 	}
 }
+
+// TestDevicesCgroup: the device cgroup lets a container open the CDI
+// device it holds and no other. The device is a node of no driver: a
+// plain pod shown it by a hostPath CharDevice volume cannot open it
+// (EPERM, the cgroup's refusal, as with the kubelet); the pod holding it
+// by its limits gets past the cgroup to the missing driver (ENXIO), and
+// so does a privileged pod through the same volume.
+func TestDevicesCgroup(t *testing.T) {
+	e := harness.NewEnv(t)
+	node := filepath.Join(t.TempDir(), "nodrv")
+	cditest.MknodNoDriver(t, node)
+	specDir := t.TempDir()
+	cditest.WriteSpec(t, specDir, "example.test/nodrv", "nodrv", []string{node})
+	d := e.Start("--cdi-spec-dirs", specDir)
+	volume := "    volumeMounts: [{name: dev, mountPath: /mnt/nodrv}]\n  volumes:\n  - name: dev\n    hostPath: {path: " + node + ", type: CharDevice}\n"
+	const denied, allowed = "Operation not permitted", "No such device or address"
+	for _, tc := range []struct{ pod, container, path, want string }{
+		{"holder", askDevices("example.test/nodrv", "1"), "/dev/nodrv0", allowed},
+		{"plain", volume, "/mnt/nodrv", denied},
+		{"priv", "    securityContext: {privileged: true}\n" + volume, "/mnt/nodrv", allowed},
+	} {
+		e.Write(tc.pod+".yaml", devicePod(tc.pod, "", tc.container))
+		name := tc.pod + "-" + harness.TestNode
+		d.WaitPod(name, time.Minute, tc.pod+" running", harness.Running)
+		out, errOut, code := execStaticlet(d, nil, name, "--", "sh", "-c", "(: < "+tc.path+") 2>&1; true")
+		if code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("opening %s in pod %s: %q (exit %d, %s), want %q", tc.path, tc.pod, out, code, errOut, tc.want)
+		}
+	}
+}

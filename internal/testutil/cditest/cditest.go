@@ -1,8 +1,9 @@
 // Package cditest is a test vendor of CDI devices: char device nodes
-// with the numbers of /dev/null (a write to one succeeds), made where a
-// test says (MknodNull), and CDI specs naming such nodes (WriteVendor),
-// for the tests of devices, sandbox and the end-to-end suite. What it
-// makes goes when the test ends.
+// made where a test says, with the numbers of /dev/null (MknodNull: a
+// write to one succeeds) or of no driver (MknodNoDriver: opening one
+// fails, but past the device cgroup's check), and CDI specs naming such
+// nodes (WriteVendor, WriteSpec), for the tests of devices, sandbox and
+// the end-to-end suite. What it makes goes when the test ends.
 package cditest
 
 import (
@@ -23,7 +24,38 @@ import (
 // dependency (tier.Missing).
 func MknodNull(t testing.TB, path string) {
 	t.Helper()
-	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+	mknod(t, path, 1, 3)
+}
+
+// MknodNoDriver makes a char device at path whose major number no driver
+// of this host has taken, among those for local use (240-254), removed
+// when t ends. Opening it fails with ENXIO where the device cgroup lets
+// the opener have it, and with EPERM where it does not.
+func MknodNoDriver(t testing.TB, path string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chars, _, _ := strings.Cut(string(b), "Block devices:")
+	taken := map[string]bool{}
+	for _, line := range strings.Split(chars, "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			taken[f[0]] = true
+		}
+	}
+	for major := uint32(240); major <= 254; major++ {
+		if !taken[fmt.Sprint(major)] {
+			mknod(t, path, major, 0)
+			return
+		}
+	}
+	t.Fatal("every char device major number for local use (240-254) is taken")
+}
+
+func mknod(t testing.TB, path string, major, minor uint32) {
+	t.Helper()
+	if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(major, minor))); err != nil {
 		if errors.Is(err, unix.EPERM) {
 			tier.Missing(t, "making device nodes needs root: "+err.Error())
 		}
@@ -32,23 +64,29 @@ func MknodNull(t testing.TB, path string) {
 	t.Cleanup(func() { os.Remove(path) })
 }
 
-// WriteVendor writes, as file <prefix>.yaml of specDir (atomically), a
-// CDI spec of n devices of kind, named d0, d1, ...: each is a node that
-// MknodNull makes in a new temporary directory, seen in a container as
-// /dev/<prefix>0, ..., with <PREFIX>0=yes, ... in its environment. It
-// returns the spec's path.
+// WriteVendor writes, as file <prefix>.yaml of specDir (WriteSpec), a
+// CDI spec of n devices of kind, each a node that MknodNull makes in a
+// new temporary directory. It returns the spec's path.
 func WriteVendor(t testing.TB, specDir, kind, prefix string, n int) string {
 	t.Helper()
-	devDir, err := os.MkdirTemp("", "cdi")
-	if err != nil {
-		t.Fatal(err)
+	devDir := t.TempDir()
+	nodes := make([]string, n)
+	for i := range nodes {
+		nodes[i] = filepath.Join(devDir, fmt.Sprintf("node%d", i))
+		MknodNull(t, nodes[i])
 	}
-	t.Cleanup(func() { os.RemoveAll(devDir) })
+	return WriteSpec(t, specDir, kind, prefix, nodes)
+}
+
+// WriteSpec writes, as file <prefix>.yaml of specDir (atomically), a CDI
+// spec of kind naming a device for each of the host's device nodes, d0,
+// d1, ...: seen in a container as /dev/<prefix>0, ..., with
+// <PREFIX>0=yes, ... in its environment. It returns the spec's path.
+func WriteSpec(t testing.TB, specDir, kind, prefix string, nodes []string) string {
+	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "cdiVersion: 0.6.0\nkind: %s\ndevices:\n", kind)
-	for i := range n {
-		host := filepath.Join(devDir, fmt.Sprintf("node%d", i))
-		MknodNull(t, host)
+	for i, host := range nodes {
 		fmt.Fprintf(&b, "- name: d%[1]d\n  containerEdits:\n    env: [%[2]s%[1]d=yes]\n    deviceNodes:\n    - path: /dev/%[3]s%[1]d\n      hostPath: %[4]s\n",
 			i, strings.ToUpper(prefix), prefix, host)
 	}
