@@ -42,21 +42,27 @@ func refuseCycles(pods []*pod.Pod, files []watch.FileResult) ([]*pod.Pod, []watc
 	if len(cycles) == 0 {
 		return pods, files
 	}
-	in := map[pod.Key]*CycleError{}
+	in := map[pod.Key]error{}
 	for _, c := range cycles {
 		e := &CycleError{Cycle: c}
 		for _, k := range c {
 			in[k] = e
 		}
 	}
-	kept := slices.DeleteFunc(slices.Clone(pods), func(p *pod.Pod) bool { return in[p.Key()] != nil })
+	return refusePods(pods, files, in)
+}
+
+// refusePods takes out of pods those that why has an error for, and gives
+// each file that defines one its error, once.
+func refusePods(pods []*pod.Pod, files []watch.FileResult, why map[pod.Key]error) ([]*pod.Pod, []watch.FileResult) {
+	kept := slices.DeleteFunc(slices.Clone(pods), func(p *pod.Pod) bool { return why[p.Key()] != nil })
 	out := slices.Clone(files)
 	for i := range out {
 		f := &out[i]
 		var errs []error
 		f.Pods = slices.DeleteFunc(slices.Clone(f.Pods), func(p *pod.Pod) bool {
-			if e := in[p.Key()]; e != nil {
-				if !slices.Contains(errs, error(e)) {
+			if e := why[p.Key()]; e != nil {
+				if !slices.Contains(errs, e) {
 					errs = append(errs, e)
 				}
 				return true

@@ -61,6 +61,11 @@ type MergerConfig struct {
 	// Objects, when set, is told of the ConfigMaps and Secrets in force
 	// after every snapshot.
 	Objects ObjectSink
+	// Devices, when set, refuses the pods that ask for devices no CDI
+	// spec of the node defines; DevicesChanged says when its specs
+	// changed, and the pods are judged again.
+	Devices        DeviceCatalog
+	DevicesChanged <-chan struct{}
 	// Logger receives the duplicate definitions Merge ignores; nil
 	// discards them. The sources log their own file errors.
 	Logger *slog.Logger
@@ -87,6 +92,7 @@ func NewMerger(cfg MergerConfig) *Merger {
 // are passed on after every snapshot, the first ones included.
 func (m *Merger) Run(ctx context.Context, in <-chan watch.Snapshot, out chan<- []*pod.Pod) error {
 	state := newMergeState(m.cfg.Sources, m.cfg.Logger)
+	state.devices = m.cfg.Devices
 	var pending []*pod.Pod
 	havePending := false
 	for {
@@ -94,21 +100,27 @@ func (m *Merger) Run(ctx context.Context, in <-chan watch.Snapshot, out chan<- [
 		if havePending {
 			send = out
 		}
-		var snap watch.Snapshot
+		var (
+			pods      []*pod.Pod
+			manifests []Manifest
+			complete  bool
+		)
 		select {
 		case <-ctx.Done():
 			return nil
 		case send <- pending:
 			pending, havePending = nil, false
 			continue
-		case snap = <-in:
+		case snap := <-in:
+			pods, manifests, complete = state.add(snap)
+			m.cfg.Logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
+		case <-m.cfg.DevicesChanged:
+			pods, manifests, complete = state.merge()
 		}
-		pods, manifests, complete := state.add(snap)
 		m.cfg.Manifests.SetManifests(manifests)
 		if m.cfg.Objects != nil {
 			m.cfg.Objects.SetObjects(sortedObjects(state.objects))
 		}
-		m.cfg.Logger.Debug("manifests read", "source", snap.Source, "files", len(snap.Files), "pods", len(pods))
 		if complete {
 			pending, havePending = pods, true
 			if m.cfg.Desired != nil {
@@ -126,6 +138,8 @@ type mergeState struct {
 	logger  *slog.Logger
 	// objects are the ConfigMaps and Secrets in force, by key.
 	objects map[pod.ObjectKey]*pod.Object
+	// devices, when set, judges the devices pods ask for.
+	devices DeviceCatalog
 }
 
 func newMergeState(sources []string, logger *slog.Logger) *mergeState {
@@ -142,12 +156,18 @@ func newMergeState(sources []string, logger *slog.Logger) *mergeState {
 // logs the duplicates that were not there the previous time.
 func (s *mergeState) add(snap watch.Snapshot) (pods []*pod.Pod, manifests []Manifest, complete bool) {
 	s.latest[snap.Source] = snap
+	return s.merge()
+}
+
+// merge merges the latest snapshots, as add does.
+func (s *mergeState) merge() (pods []*pod.Pod, manifests []Manifest, complete bool) {
 	snaps := make([]watch.Snapshot, 0, len(s.latest))
 	for _, l := range s.latest {
 		snaps = append(snaps, l)
 	}
 	slices.SortFunc(snaps, func(a, b watch.Snapshot) int { return cmp.Compare(a.Source, b.Source) })
 	pods, files := Combine(snaps)
+	pods, files = refuseUnknownDevices(pods, files, s.devices)
 	files, s.objects = keepImmutable(files, s.objects)
 	pods = resolveAll(pods, s.objects)
 	s.logged = logDuplicates(files, s.logged, s.logger)
@@ -178,7 +198,8 @@ func logDuplicates(files []watch.FileResult, logged map[string]bool, logger *slo
 		var do *watch.DuplicateObjectError
 		var ce *CycleError
 		var ie *ImmutableError
-		if errors.As(f.Err, &de) || errors.As(f.Err, &do) || errors.As(f.Err, &ce) || errors.As(f.Err, &ie) {
+		var dv *DeviceError
+		if errors.As(f.Err, &de) || errors.As(f.Err, &do) || errors.As(f.Err, &ce) || errors.As(f.Err, &ie) || errors.As(f.Err, &dv) {
 			msg := f.Path + ": " + f.Err.Error()
 			dups[msg] = true
 			if !logged[msg] {

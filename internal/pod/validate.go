@@ -103,6 +103,7 @@ func validate(p *v1.Pod, nodeName string) []problem {
 	v.spec(&p.Spec, field.NewPath("spec"))
 	v.securityAnnotations(p, meta.Child("annotations"))
 	v.ownAnnotations(p, meta.Child("annotations"))
+	v.cdiAnnotations(p, meta.Child("annotations"))
 	return v.problems
 }
 

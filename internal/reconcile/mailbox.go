@@ -17,6 +17,8 @@ type (
 	verdictMsg struct{ v pod.ProbeVerdict }
 	// imagesMsg tells of images that became present.
 	imagesMsg struct{ names []string }
+	// devicesMsg tells of CDI devices of kinds given back.
+	devicesMsg struct{ kinds []string }
 	// haltMsg orders the pod stopped for a node shutdown.
 	haltMsg struct{ order *haltOrder }
 	// resumeMsg lifts a halt: the node's shutdown was cancelled.
@@ -38,6 +40,7 @@ type (
 func (desiredMsg) isMessage() {}
 func (verdictMsg) isMessage() {}
 func (imagesMsg) isMessage()  {}
+func (devicesMsg) isMessage() {}
 func (haltMsg) isMessage()    {}
 func (resumeMsg) isMessage()  {}
 func (leavingMsg) isMessage() {}

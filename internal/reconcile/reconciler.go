@@ -149,6 +149,10 @@ type Config struct {
 	// (imported from files): containers waiting for one of them retry at
 	// once instead of after their backoff. Nil when nothing sends.
 	ImagesArrived <-chan []string
+	// DevicesFreed carries the kinds of CDI devices that containers just
+	// gave back: containers waiting for devices of those kinds retry at
+	// once. Nil when nothing sends.
+	DevicesFreed <-chan []string
 	// Watcher watches the files whose changes restart containers; none
 	// are watched when nil. Its changes come on FileChanges.
 	Watcher     FileWatcher
@@ -283,9 +287,9 @@ func (r *Reconciler) Run(ctx context.Context, desired <-chan []*pod.Pod, exits <
 		case <-l.rm.holds.C:
 			l.release()
 		case names := <-r.cfg.ImagesArrived:
-			for _, w := range l.workers {
-				w.box.send(imagesMsg{names})
-			}
+			l.tellAll(imagesMsg{names})
+		case kinds := <-r.cfg.DevicesFreed:
+			l.tellAll(devicesMsg{kinds})
 		case req := <-r.requests:
 			l.serve(req)
 		case req := <-r.restarts:
@@ -575,6 +579,13 @@ func (l *loop) sendDeps(key pod.Key) {
 	w, ok := l.workers[key]
 	if p := l.pods[key]; ok && p != nil && len(p.After()) > 0 && !l.rm.removing[key] {
 		w.box.send(depsMsg{depsOf(p, l.book)})
+	}
+}
+
+// tellAll sends msg to every worker.
+func (l *loop) tellAll(msg message) {
+	for _, w := range l.workers {
+		w.box.send(msg)
 	}
 }
 

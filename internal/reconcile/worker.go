@@ -128,6 +128,10 @@ func (w *worker) take() {
 		case imagesMsg:
 			w.core.imagesArrived(m.names)
 			w.pending = true
+		case devicesMsg:
+			if w.core.devicesFreed(m.kinds) {
+				w.pending = true
+			}
 		case haltMsg:
 			w.order = m.order
 			w.core.setHalted(true)

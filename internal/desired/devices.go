@@ -1,0 +1,73 @@
+package desired
+
+import (
+	"fmt"
+
+	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/watch"
+)
+
+// DeviceCatalog knows the node's CDI devices (package devices): the
+// kinds (vendor.com/class) and devices (vendor.com/class=name) its CDI
+// specs define.
+type DeviceCatalog interface {
+	KnownKind(kind string) bool
+	KnownDevice(name string) bool
+}
+
+// DeviceError refuses a pod that asks for a device kind or a device no
+// CDI spec of the node defines: it could never start. It is re-checked
+// whenever the specs change.
+type DeviceError struct {
+	Pod   pod.Key
+	Field string // where the pod asks for it
+	Name  string // the kind or the device
+	Kind  bool   // Name is a kind
+}
+
+func (e *DeviceError) Error() string {
+	what := "device " + e.Name
+	if e.Kind {
+		what = "device kind " + e.Name
+	}
+	return fmt.Sprintf("%s: no CDI spec on this node defines %s; pod %s is not run", e.Field, what, e.Pod)
+}
+
+// unknownDevices returns the first request of p that devices cannot
+// meet, or nil.
+func unknownDevices(p *pod.Pod, devices DeviceCatalog) *DeviceError {
+	for _, r := range p.DeviceRequests() {
+		if !devices.KnownKind(r.Kind) {
+			return &DeviceError{Pod: p.Key(), Field: r.Field, Name: r.Kind, Kind: true}
+		}
+	}
+	for _, d := range p.CDIDevices() {
+		kind, all := pod.DeviceKind(d.Name), d.Name == pod.DeviceKind(d.Name)+"=all"
+		switch {
+		case all && !devices.KnownKind(kind):
+			return &DeviceError{Pod: p.Key(), Field: d.Field, Name: kind, Kind: true}
+		case !all && !devices.KnownDevice(d.Name):
+			return &DeviceError{Pod: p.Key(), Field: d.Field, Name: d.Name}
+		}
+	}
+	return nil
+}
+
+// refuseUnknownDevices takes out of pods those that ask for devices the
+// node lacks, and gives the files that define them a DeviceError. With
+// no catalog every pod stays.
+func refuseUnknownDevices(pods []*pod.Pod, files []watch.FileResult, devices DeviceCatalog) ([]*pod.Pod, []watch.FileResult) {
+	if devices == nil {
+		return pods, files
+	}
+	bad := map[pod.Key]error{}
+	for _, p := range pods {
+		if e := unknownDevices(p, devices); e != nil {
+			bad[p.Key()] = e
+		}
+	}
+	if len(bad) == 0 {
+		return pods, files
+	}
+	return refusePods(pods, files, bad)
+}
