@@ -188,6 +188,7 @@ func (d *describer) containers(title string, specs []v1.Container, statuses []v1
 		}
 		d.resources("Limits", c.Resources.Limits)
 		d.resources("Requests", c.Resources.Requests)
+		d.devices(st)
 		for _, pr := range []struct {
 			name  string
 			probe *v1.Probe

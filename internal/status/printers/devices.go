@@ -1,0 +1,59 @@
+package printers
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/status"
+)
+
+// Devices writes the node's CDI devices as a table: KIND DEVICE SPEC
+// STATE HELD BY. DEVICE is the name within the kind (the qualified name
+// is KIND=DEVICE), STATE free, allocated or shared, and HELD BY the
+// containers holding it as namespace/pod/container, comma-separated; a
+// container that shares a device another holds alone is marked
+// "(shared)".
+func Devices(w io.Writer, devs []status.Device) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "KIND\tDEVICE\tSPEC\tSTATE\tHELD BY")
+	for _, d := range devs {
+		_, name, _ := strings.Cut(d.Name, "=")
+		state := d.State()
+		holders := make([]string, len(d.HeldBy))
+		for i, h := range d.HeldBy {
+			holders[i] = h.Pod + "/" + h.Container
+			if state == status.DeviceAllocated && !h.Exclusive {
+				holders[i] += " (shared)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Kind, name, orNone(d.Spec), state, orNone(strings.Join(holders, ", ")))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("printing devices: %w", err)
+	}
+	return nil
+}
+
+// devices writes the devices a container holds, by the resource it
+// holds them by (its limit's kind, or the pod's cdi.k8s.io/ annotation),
+// from its status' allocatedResourcesStatus; a device's health is
+// written when it is not Healthy. Nothing when it holds none.
+func (d *describer) devices(st *v1.ContainerStatus) {
+	if st == nil || len(st.AllocatedResourcesStatus) == 0 {
+		return
+	}
+	d.line(2, "Devices:\n")
+	for _, rs := range st.AllocatedResourcesStatus {
+		ids := make([]string, len(rs.Resources))
+		for i, r := range rs.Resources {
+			ids[i] = string(r.ResourceID)
+			if r.Health != "" && r.Health != v1.ResourceHealthStatusHealthy {
+				ids[i] += " (" + string(r.Health) + ")"
+			}
+		}
+		d.line(3, "%s:\t%s\n", rs.Name, orNone(strings.Join(ids, ", ")))
+	}
+}

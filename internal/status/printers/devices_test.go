@@ -1,0 +1,87 @@
+package printers
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/staticlet/staticlet/internal/status"
+)
+
+func TestDevices(t *testing.T) {
+	const spec = "/etc/cdi/test.yaml"
+	var b bytes.Buffer
+	err := Devices(&b, []status.Device{
+		{Name: "example.test/dev=0", Kind: "example.test/dev", Spec: spec, HeldBy: []status.DeviceHolder{
+			{Pod: "default/a-node1", Container: "main", Resource: "example.test/dev", Exclusive: true},
+			{Pod: "default/cam-node1", Container: "x", Resource: "cdi.k8s.io/all"},
+		}},
+		{Name: "example.test/dev=1", Kind: "example.test/dev", Spec: spec},
+		{Name: "example.test/cam=a", Kind: "example.test/cam", Spec: spec, HeldBy: []status.DeviceHolder{
+			{Pod: "default/cam-node1", Container: "x", Resource: "cdi.k8s.io/cam"},
+			{Pod: "default/cam-node1", Container: "y", Resource: "cdi.k8s.io/cam"},
+		}},
+		{Name: "gone.test/x=9", Kind: "gone.test/x", HeldBy: []status.DeviceHolder{
+			{Pod: "kube-system/old-node1", Container: "c", Resource: "gone.test/x", Exclusive: true},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `KIND               DEVICE   SPEC                 STATE       HELD BY
+example.test/dev   0        /etc/cdi/test.yaml   allocated   default/a-node1/main, default/cam-node1/x (shared)
+example.test/dev   1        /etc/cdi/test.yaml   free        <none>
+example.test/cam   a        /etc/cdi/test.yaml   shared      default/cam-node1/x, default/cam-node1/y
+gone.test/x        9        <none>               allocated   kube-system/old-node1/c
+`
+	if b.String() != want {
+		t.Errorf("Devices() =\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	Devices(&b, nil)
+	if b.String() != "KIND   DEVICE   SPEC   STATE   HELD BY\n" {
+		t.Errorf("Devices(none) = %q, want the header alone", b.String())
+	}
+}
+
+// TestDescribePodDevices: describe lists under each container the
+// devices it holds, by the resource it holds them by, and nothing for a
+// container holding none.
+func TestDescribePodDevices(t *testing.T) {
+	health := func(id string, h v1.ResourceHealthStatus) v1.ResourceHealth {
+		return v1.ResourceHealth{ResourceID: v1.ResourceID(id), Health: h}
+	}
+	one := resource.MustParse("1")
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpu-node1"},
+		Spec: v1.PodSpec{Containers: []v1.Container{
+			{Name: "infer", Image: "app:1", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{"example.test/dev": one}}},
+			{Name: "plain", Image: "app:1"},
+		}},
+		Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
+			{Name: "infer", AllocatedResourcesStatus: []v1.ResourceStatus{
+				{Name: "example.test/dev", Resources: []v1.ResourceHealth{health("example.test/dev=1", v1.ResourceHealthStatusHealthy)}},
+				{Name: "cdi.k8s.io/cam", Resources: []v1.ResourceHealth{
+					health("example.test/cam=a", v1.ResourceHealthStatusHealthy), health("example.test/cam=b", v1.ResourceHealthStatusUnknown)}},
+			}},
+			{Name: "plain"},
+		}},
+	}
+	var b bytes.Buffer
+	if err := DescribePod(&b, p, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	out := regexp.MustCompile(` +`).ReplaceAllString(b.String(), " ")
+	want := "Limits:\n example.test/dev: 1\n Devices:\n example.test/dev: example.test/dev=1\n cdi.k8s.io/cam: example.test/cam=a, example.test/cam=b (Unknown)\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("DescribePod() lacks %q; got:\n%s", want, b.String())
+	}
+	if n := strings.Count(out, "Devices:"); n != 1 {
+		t.Errorf("DescribePod() has %d Devices: lines, want 1 (none for a container holding none):\n%s", n, b.String())
+	}
+}
