@@ -19,6 +19,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/desired"
+	"github.com/staticlet/staticlet/internal/devices"
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
@@ -80,6 +81,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	sc.Node.HostIP, sc.Network = nodeIP, network
 	sc.Images.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
 	sc.Images.Pulled, sc.Logger = meters.ImagePulled, logger
+	// The CDI devices: read now, watched under the errgroup below.
+	deviceRegistry := devices.New(devices.Config{SpecDirs: cfg.runtime.cdiSpecDirs, Logger: logger})
+	sc.Devices = deviceRegistry
 	rt, err := openRuntime(ctx, sc)
 	if err != nil {
 		return err
@@ -158,6 +162,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Objects: store, Desired: imageGC, Logger: logger})
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
+	g.Go(func() error { return deviceRegistry.Run(ctx) })
 	g.Go(func() error { return runLogBudget(ctx, cfg.logs.dir, logBudget, logger) })
 	g.Go(func() error { return newDiskMonitor(cfg, store, logger).Run(ctx) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/staticlet/staticlet/internal/cli"
+	"github.com/staticlet/staticlet/internal/devices"
 	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/kubeletconfig"
 	"github.com/staticlet/staticlet/internal/nodeshutdown"
@@ -59,6 +60,7 @@ type runtimeConfig struct {
 	cgroupsPerQOS     bool
 	cgroupDriver      string // cgroupfs or systemd
 	podPidsLimit      int64  // -1: none
+	cdiSpecDirs       []string
 }
 
 // imageConfig configures where images come from: registries, the
@@ -172,6 +174,8 @@ the pods running; starting it again adopts them without restarting them.`,
 		"(slices under <containerd namespace>.slice and container scopes, through systemd, as the kubelet's systemd driver; needs systemd as the init system)")
 	f.Int64Var(&cfg.runtime.podPidsLimit, "pod-max-pids", -1, "most processes each pod may have (its cgroup's pids.max); -1: no limit")
 	f.BoolVar(&cfg.runtime.cgroupsPerQOS, "cgroups-per-qos", true, "make a cgroup per QoS class and per pod, as the kubelet does; false puts containers' cgroups directly under /<containerd namespace>")
+	f.StringSliceVar(&cfg.runtime.cdiSpecDirs, "cdi-spec-dirs", devices.DefaultSpecDirs(), "directories of CDI device specs (as containerd's cdi_spec_dirs), watched for changes; "+
+		"containers get their devices by resources.limits (vendor.com/class: N) or the pod's cdi.k8s.io/ annotations; comma-separated, later ones win on a conflict")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")

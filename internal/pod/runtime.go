@@ -84,6 +84,9 @@ type Record struct {
 	// container was made (StopNeeds.String): for a pod whose manifest
 	// went while staticlet was not running.
 	StopNeeds string
+	// Devices are the CDI devices the container holds, by its resource
+	// limits, by their qualified names (vendor.com/class=name), sorted.
+	Devices []string
 }
 
 // ContainerRequest asks the runtime to create and start one container of a

@@ -51,6 +51,7 @@ func (r *Runtime) RemoveContainer(ctx context.Context, id string) error {
 	if err := r.client.ContainerService().Delete(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deleting container %s: %w", id, err)
 	}
+	r.devices.tellFreed(info.Labels[LabelDevices])
 	// The record told where the container's termination message is kept.
 	if err := r.forgetTermination(id, info.Labels); err != nil {
 		return err

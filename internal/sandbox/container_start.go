@@ -59,7 +59,7 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		}
 	}()
 	s, err := spec.Container(p, c, spec.ContainerOptions{
-		HostCaps:         r.caps,
+		HostCaps:         r.host.caps,
 		Namespaces:       r.pinnedPaths(req.Sandbox.ID, p),
 		SandboxPID:       req.Sandbox.Pid,
 		Image:            img.Config,
@@ -109,6 +109,10 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 	defer release()
 	cctx, cancel := r.call(lctx)
 	defer cancel()
+	unlockDevices, err := r.applyDevices(cctx, req, s, labels)
+	if err != nil {
+		return pod.Record{}, err
+	}
 	clock.mark("spec")
 	var rootfs []mount.Mount
 	ctr, err := r.client.NewContainer(cctx, id,
@@ -118,6 +122,8 @@ func (r *Runtime) StartContainer(ctx context.Context, req pod.ContainerRequest) 
 		client.WithRuntime(runcRuntime, r.cgroups.RuntimeOptions()),
 		client.WithSpec(s),
 		client.WithContainerLabels(labels))
+	// Its label holds its devices from here on.
+	unlockDevices()
 	if err != nil {
 		return pod.Record{}, &pod.WaitingError{Reason: "CreateContainerError",
 			Err: fmt.Errorf("creating container %q of pod %s: %w", c.Name, p, err)}

@@ -65,6 +65,7 @@ func recordFromLabels(id string, labels map[string]string, created time.Time) po
 	rec.OOMKilled = labels[LabelOOMKilled] == "true"
 	rec.StopNeeds = labels[LabelStopNeeds]
 	rec.Evicted = labels[LabelEvicted]
+	rec.Devices = splitList(labels[LabelDevices])
 	// A sandbox without a pause process is up from its creation; record
 	// tells when it is gone (sandboxGone).
 	if rec.Kind == pod.KindSandbox && labels[LabelPause] == pauseNone {

@@ -65,14 +65,14 @@ func (r *Runtime) noPauseLabels(p *pod.Pod) map[string]string {
 	for _, k := range pinnedKinds(p) {
 		pins = append(pins, string(k))
 	}
-	return map[string]string{LabelPause: pauseNone, LabelBoot: r.boot, LabelPins: strings.Join(pins, ",")}
+	return map[string]string{LabelPause: pauseNone, LabelBoot: r.host.boot, LabelPins: strings.Join(pins, ",")}
 }
 
 // sandboxGone tells why sandbox id, without a pause process and with
 // labels, is down, or "" when it is up: made in another boot of the
 // node, or a namespace of it no longer pinned.
 func (r *Runtime) sandboxGone(id string, labels map[string]string) string {
-	if labels[LabelBoot] != r.boot {
+	if labels[LabelBoot] != r.host.boot {
 		return "the node restarted since the sandbox was made"
 	}
 	dir := r.sandboxDir(id)

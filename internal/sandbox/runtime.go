@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/staticlet/staticlet/internal/cgroups"
+	"github.com/staticlet/staticlet/internal/devices"
 	"github.com/staticlet/staticlet/internal/images"
 	"github.com/staticlet/staticlet/internal/lease"
 	"github.com/staticlet/staticlet/internal/pause"
@@ -134,6 +135,10 @@ type Config struct {
 	ClientOptions []client.Opt
 	// Logger receives what is worth knowing and not an error of a call.
 	Logger *slog.Logger
+	// Devices are the CDI devices the node's specs name, which containers
+	// ask for by their resource limits and their pod's annotations; nil
+	// gives none. Its owner runs its watch (devices.Registry.Run).
+	Devices *devices.Registry
 }
 
 // LogConfig says where containers' output goes.
@@ -179,9 +184,8 @@ type Runtime struct {
 	images *images.Store
 	// leases makes the leases containers' snapshots are made under.
 	leases *lease.Maker
-	// caps are the capabilities staticlet holds, the most a container can
-	// be given.
-	caps []string
+	// host is what staticlet found of the node when it started.
+	host hostFacts
 	// node is what containers' environments may refer to.
 	node spec.NodeFacts
 	// cgroups are the pods' cgroups, with what the node's cgroups and
@@ -202,6 +206,15 @@ type Runtime struct {
 	shims shimSweeper
 	// pause is the pause root, and how to run the program in it.
 	pause *pause.Root
+	// devices hands out the CDI devices containers ask for.
+	devices deviceAllocator
+}
+
+// hostFacts is what staticlet finds of the node when it starts.
+type hostFacts struct {
+	// caps are the capabilities staticlet holds, the most a container can
+	// be given.
+	caps []string
 	// boot is the kernel's ID of the node's current boot.
 	boot string
 }
@@ -275,7 +288,8 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		Leases:      leases,
 		Logger:      cfg.Logger,
 	})
-	rt := &Runtime{cfg: cfg, client: c, images: store, leases: leases, caps: caps, node: node, cgroups: cg, network: network, pause: pauseRoot, boot: boot}
+	rt := &Runtime{cfg: cfg, client: c, images: store, leases: leases, host: hostFacts{caps: caps, boot: boot},
+		node: node, cgroups: cg, network: network, pause: pauseRoot, devices: newDeviceAllocator(cfg.Devices)}
 	return rt, nil
 }
 
