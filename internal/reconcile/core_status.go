@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -156,6 +157,7 @@ func containerStatus(c *v1.Container, recs []pod.Record, w waitingState, policy 
 		return cs
 	}
 	last := recs[0]
+	cs.AllocatedResourcesStatus = deviceStatus(last.Devices)
 	cs.ContainerID = "containerd://" + last.ID
 	cs.ImageID = last.ImageID
 	cs.RestartCount = int32(last.Attempt)
@@ -184,6 +186,22 @@ func containerStatus(c *v1.Container, recs []pod.Record, w waitingState, policy 
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: "ContainerCreating"}
 	}
 	return cs
+}
+
+// deviceStatus tells of the CDI devices a container was given, by kind,
+// as core/v1 reports a container's devices. CDI says nothing of a
+// device's health: it is Unknown.
+func deviceStatus(devices []string) []v1.ResourceStatus {
+	var out []v1.ResourceStatus
+	for _, d := range slices.Sorted(slices.Values(devices)) {
+		kind := v1.ResourceName(pod.DeviceKind(d))
+		if len(out) == 0 || out[len(out)-1].Name != kind {
+			out = append(out, v1.ResourceStatus{Name: kind})
+		}
+		last := &out[len(out)-1]
+		last.Resources = append(last.Resources, v1.ResourceHealth{ResourceID: v1.ResourceID(d), Health: v1.ResourceHealthStatusUnknown})
+	}
+	return out
 }
 
 func terminated(r pod.Record) *v1.ContainerStateTerminated {

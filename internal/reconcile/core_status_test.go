@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -692,5 +693,25 @@ func TestBuildPodLost(t *testing.T) {
 	}
 	if st.Phase != v1.PodFailed {
 		t.Errorf("phase = %s, want Failed", st.Phase)
+	}
+}
+
+// TestBuildPodDevices: the CDI devices a container was given show in its
+// status by kind, as core/v1 reports a container's devices.
+func TestBuildPodDevices(t *testing.T) {
+	p := mkPod(t, podSpec{})
+	r := newRecs(p, pod.TaskRunning).run("app", 0)
+	r.out[1].Devices = []string{"vendor.test/cam=front", "example.test/dev=d1", "example.test/dev=d0"}
+	got := buildPod(r.input(nil)).Status.ContainerStatuses[0].AllocatedResourcesStatus
+	want := []v1.ResourceStatus{
+		{Name: "example.test/dev", Resources: []v1.ResourceHealth{{ResourceID: "example.test/dev=d0", Health: "Unknown"}, {ResourceID: "example.test/dev=d1", Health: "Unknown"}}},
+		{Name: "vendor.test/cam", Resources: []v1.ResourceHealth{{ResourceID: "vendor.test/cam=front", Health: "Unknown"}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("allocatedResourcesStatus = %+v\nwant %+v", got, want)
+	}
+	r = newRecs(p, pod.TaskRunning).run("app", 0)
+	if got := buildPod(r.input(nil)).Status.ContainerStatuses[0].AllocatedResourcesStatus; got != nil {
+		t.Errorf("a container without devices: %+v", got)
 	}
 }

@@ -93,14 +93,24 @@ type URL struct {
 	running atomic.Bool
 
 	// The fields below belong to the goroutine in Run.
-	etag, modified string            // validators of the last 200
-	sum            [sha256.Size]byte // the last 200's body
-	haveBody       bool              // sum, etag and modified are set
-	good           pod.Manifest      // what the last body that decoded defines
-	bodyErr        error             // why the last body is rejected
-	fetchErr       error             // why the last poll failed
-	lastSuccess    time.Time         // the start of the last poll that found good manifests
-	gen            uint64            // changes whenever good or bodyErr does
+	etag, modified string       // validators of the last 200
+	body           servedBody   // the last 200's body
+	good           pod.Manifest // what the last body that decoded defines
+	bodyErr        error        // why the last body is rejected
+	fetchErr       error        // why the last poll failed
+	lastSuccess    time.Time    // the start of the last poll that found good manifests
+	gen            uint64       // changes whenever good or bodyErr does
+}
+
+// servedBody is what a URL source keeps of the last body it was served.
+type servedBody struct {
+	sum  [sha256.Size]byte // its digest
+	have bool              // sum, and the source's etag and modified, are set
+	// again is the body in force, kept while its result may change without
+	// it: its Secrets read other files (staticlet.io/secret-files or
+	// secret-credentials), or it was rejected, perhaps for one of those.
+	// An unchanged body is then decoded again at every poll.
+	again []byte
 }
 
 // NewURL returns a URL source for cfg, with defaults filled in, or an error
@@ -251,29 +261,50 @@ func (s *URL) poll(ctx context.Context) {
 			s.lastSuccess = now
 		}
 	}()
-	if notModified {
-		return
-	}
 	sum := sha256.Sum256(body)
-	if s.haveBody && sum == s.sum {
-		// The same body again (a server without validators): the decoded
-		// result still holds, and re-decoding would only change its
-		// config.seen annotation.
+	if notModified || s.body.have && sum == s.body.sum {
+		// The same body again (a 304, or a server without validators):
+		// the decoded result still holds, and re-decoding would only
+		// change its config.seen annotation; unless what it reads may
+		// have changed.
+		if s.body.again != nil {
+			s.decode(s.body.again, true)
+		}
 		return
 	}
-	s.sum, s.haveBody = sum, true
+	s.body.sum, s.body.have = sum, true
+	s.decode(body, false)
+}
+
+// decode takes body as the URL's manifests. again says body is the one in
+// force, decoded again for the files it reads: a result the same as the
+// one in force (its objects holding the same data, or the same error) is
+// then no change.
+func (s *URL) decode(body []byte, again bool) {
 	m := &pod.Manifest{}
+	var err error
 	if len(bytes.TrimSpace(body)) == 0 {
 		err = errors.New("empty response body (to remove every pod, serve an empty PodList)")
 	} else {
 		m, err = s.cfg.Decode(s.url, body)
 	}
 	if err != nil {
+		s.body.again = body
+		if again && s.bodyErr != nil && s.bodyErr.Error() == err.Error() {
+			return
+		}
 		if s.bodyErr == nil || s.bodyErr.Error() != err.Error() {
 			s.log.Warn("manifests from URL rejected", "err", err, "keeping_pods", len(s.good.Pods))
 		}
 		s.bodyErr = err
 		s.gen++
+		return
+	}
+	s.body.again = nil
+	if m.ReadsFiles() {
+		s.body.again = body
+	}
+	if again && s.bodyErr == nil && sameObjects(s.good.Objects, m.Objects) {
 		return
 	}
 	if s.bodyErr != nil {
@@ -313,7 +344,7 @@ func (s *URL) loadCache() {
 		s.log.Warn("manifests kept from the URL do not decode; ignoring them", "err", err)
 		return
 	}
-	s.good, s.sum, s.haveBody = *m, sha256.Sum256(body), true
+	s.good, s.body.sum, s.body.have = *m, sha256.Sum256(body), true
 	if fi, err := os.Stat(s.cfg.CacheFile); err == nil {
 		s.lastSuccess = fi.ModTime()
 	}
@@ -394,7 +425,7 @@ func (s *URL) fetch(ctx context.Context) (body []byte, notModified bool, err err
 		req.Header[name] = values
 	}
 	conditional := false
-	if s.haveBody {
+	if s.body.have {
 		if s.etag != "" {
 			req.Header.Set("If-None-Match", s.etag)
 			conditional = true

@@ -533,3 +533,63 @@ func TestURLPolled(t *testing.T) {
 		}
 	}
 }
+
+// TestURLRereadsSecretSources: a served Secret that fills a key from a
+// file of the node is decoded again at every poll, though the server
+// answers 304: a new value of the file is seen, an unreadable one is an
+// error that clears once it is readable again, and a poll that finds
+// nothing new sends no snapshot.
+func TestURLRereadsSecretSources(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "tls.key")
+	writeKey := func(v string) {
+		t.Helper()
+		if err := os.WriteFile(key, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKey("one")
+	ms := &manifestServer{etag: true,
+		body: "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\n  annotations: {staticlet.io/secret-files: tls.key=" + key + "}\n"}
+	srv := httptest.NewServer(ms)
+	defer srv.Close()
+	decode := func(path string, data []byte) (*pod.Manifest, error) {
+		return pod.DecodeFile(path, data, pod.Options{NodeName: "n1", SourceKind: pod.SourceHTTP, ReadData: func(src pod.DataSource) ([]byte, error) {
+			return os.ReadFile(src.Name)
+		}})
+	}
+	r := start(t, newURLSource(t, srv.URL, 10*time.Millisecond, func(c *URLConfig) { c.Decode = decode }))
+	// waitKey waits for a snapshot whose Secret holds v, in error or not.
+	waitKey := func(v string, failing bool) {
+		t.Helper()
+		var got string
+		var gotErr error
+		if !waitFor(t, 10*time.Second, func() bool {
+			s, ok := r.latest()
+			if !ok || len(s.Files) != 1 || len(s.Files[0].Objects) != 1 {
+				return false
+			}
+			got, gotErr = string(s.Files[0].Objects[0].Secret.Data["tls.key"]), s.Files[0].Err
+			return got == v && (gotErr != nil) == failing
+		}) {
+			t.Fatalf("tls.key = %q, error %v; want %q, in error %v", got, gotErr, v, failing)
+		}
+	}
+	waitKey("one", false)
+	if !waitFor(t, 10*time.Second, func() bool { _, n, _ := ms.counts(); return n >= 5 }) {
+		t.Fatalf("fewer than 5 polls answered 304")
+	}
+	if n := len(r.all()); n != 1 {
+		t.Errorf("%d snapshots while nothing changed, want 1", n)
+	}
+	writeKey("two")
+	waitKey("two", false)
+	if err := os.Remove(key); err != nil {
+		t.Fatal(err)
+	}
+	waitKey("two", true)
+	writeKey("three")
+	waitKey("three", false)
+	if _, _, bodies := ms.counts(); bodies != 1 {
+		t.Errorf("the server sent %d bodies, want 1: the body never changed", bodies)
+	}
+}
