@@ -39,8 +39,9 @@ func Devices(w io.Writer, devs []status.Device) error {
 
 // devices writes the devices a container holds, by the resource it
 // holds them by (its limit's kind, or the pod's cdi.k8s.io/ annotation),
-// from its status' allocatedResourcesStatus; a device's health is
-// written when it is not Healthy. Nothing when it holds none.
+// from its status' allocatedResourcesStatus; a device reported
+// Unhealthy is marked so (CDI tells no health: staticlet reports Unknown,
+// which is not written). Nothing when it holds none.
 func (d *describer) devices(st *v1.ContainerStatus) {
 	if st == nil || len(st.AllocatedResourcesStatus) == 0 {
 		return
@@ -50,7 +51,7 @@ func (d *describer) devices(st *v1.ContainerStatus) {
 		ids := make([]string, len(rs.Resources))
 		for i, r := range rs.Resources {
 			ids[i] = string(r.ResourceID)
-			if r.Health != "" && r.Health != v1.ResourceHealthStatusHealthy {
+			if r.Health == v1.ResourceHealthStatusUnhealthy {
 				ids[i] += " (" + string(r.Health) + ")"
 			}
 		}

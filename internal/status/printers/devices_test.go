@@ -65,9 +65,9 @@ func TestDescribePodDevices(t *testing.T) {
 		}},
 		Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
 			{Name: "infer", AllocatedResourcesStatus: []v1.ResourceStatus{
-				{Name: "example.test/dev", Resources: []v1.ResourceHealth{health("example.test/dev=1", v1.ResourceHealthStatusHealthy)}},
+				{Name: "example.test/dev", Resources: []v1.ResourceHealth{health("example.test/dev=1", v1.ResourceHealthStatusUnknown)}},
 				{Name: "cdi.k8s.io/cam", Resources: []v1.ResourceHealth{
-					health("example.test/cam=a", v1.ResourceHealthStatusHealthy), health("example.test/cam=b", v1.ResourceHealthStatusUnknown)}},
+					health("example.test/cam=a", v1.ResourceHealthStatusHealthy), health("example.test/cam=b", v1.ResourceHealthStatusUnhealthy)}},
 			}},
 			{Name: "plain"},
 		}},
@@ -77,7 +77,7 @@ func TestDescribePodDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := regexp.MustCompile(` +`).ReplaceAllString(b.String(), " ")
-	want := "Limits:\n example.test/dev: 1\n Devices:\n example.test/dev: example.test/dev=1\n cdi.k8s.io/cam: example.test/cam=a, example.test/cam=b (Unknown)\n"
+	want := "Limits:\n example.test/dev: 1\n Devices:\n example.test/dev: example.test/dev=1\n cdi.k8s.io/cam: example.test/cam=a, example.test/cam=b (Unhealthy)\n"
 	if !strings.Contains(out, want) {
 		t.Errorf("DescribePod() lacks %q; got:\n%s", want, b.String())
 	}
