@@ -72,7 +72,10 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 	store := status.NewStore()
 	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
-	meters := newMetrics(store)
+	// The CDI devices: read now, watched under the errgroup below.
+	deviceRegistry := devices.New(devices.Config{SpecDirs: cfg.runtime.cdiSpecDirs, Logger: logger})
+	nodeDevices := deviceLister(deviceRegistry)
+	meters := newMetrics(store, nodeDevices)
 	// imports is set before anything can call AwaitImports: the runtime
 	// resolves no image before the errgroup below starts.
 	var imports *images.Dir
@@ -81,8 +84,6 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	sc.Node.HostIP, sc.Network = nodeIP, network
 	sc.Images.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
 	sc.Images.Pulled, sc.Logger = meters.ImagePulled, logger
-	// The CDI devices: read now, watched under the errgroup below.
-	deviceRegistry := devices.New(devices.Config{SpecDirs: cfg.runtime.cdiSpecDirs, Logger: logger})
 	sc.Devices = deviceRegistry
 	rt, err := openRuntime(ctx, sc)
 	if err != nil {
@@ -126,6 +127,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Logs:       logOpener(store, cfg.logs.dir),
 		Exec:       execInContainer(rt),
 		Images:     imageLister(imageGC),
+		Devices:    nodeDevices,
 		Stats:      statsReader(rt),
 		Restart:    restarter(rec),
 		Metrics:    meters.Handler(),
