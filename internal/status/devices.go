@@ -4,11 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/staticlet/staticlet/internal/pod"
 )
 
 // The states of a CDI device, as GET /devices and the metrics give them.
@@ -22,12 +25,6 @@ const (
 	DeviceShared = "shared"
 )
 
-// cdiAnnotationPrefix starts the resource names of a container status'
-// allocatedResourcesStatus that stand for a pod's CDI annotations
-// (cdi.k8s.io/<key>); any other name is an extended resource of the
-// container's limits, whose devices it holds alone.
-const cdiAnnotationPrefix = "cdi.k8s.io/"
-
 // Device is one CDI device of the node, with the containers that hold
 // it.
 type Device struct {
@@ -38,8 +35,8 @@ type Device struct {
 	// Spec is the CDI spec file that names it; empty when no spec names
 	// it any more while a container still holds it.
 	Spec string `json:"spec,omitempty"`
-	// HeldBy are the containers that hold it, as their pods' statuses
-	// say (allocatedResourcesStatus), sorted by pod then container.
+	// HeldBy are the containers that hold it, sorted by pod then
+	// container (see HeldDevices).
 	HeldBy []DeviceHolder `json:"heldBy,omitempty"`
 }
 
@@ -83,45 +80,122 @@ type DeviceList struct {
 type DeviceLister func() DeviceList
 
 // HeldDevices returns devs with the containers of pods that hold each
-// (HeldBy), from the containers' statuses (init containers too). A
-// device that a container holds and no spec names any more is added
-// after the others, without a spec, so that it is still seen.
+// (HeldBy), init containers too: those their statuses name
+// (allocatedResourcesStatus), and, for every container made (with a
+// container ID), the devices its pod's CDI annotations name that its
+// status does not (vendor.com/class=all standing for every device of the
+// kind in devs, unless one is named all). A device that a container
+// holds and devs lacks (its spec went) is added after the others,
+// without a spec, so that it is still seen.
 func HeldDevices(devs []Device, pods []v1.Pod) []Device {
-	out := make([]Device, len(devs))
-	index := make(map[string]int, len(devs))
+	h := holdings{out: make([]Device, len(devs)), index: make(map[string]int, len(devs))}
 	for i, d := range devs {
 		d.HeldBy = nil
-		out[i] = d
-		index[d.Name] = i
+		h.out[i] = d
+		h.index[d.Name] = i
 	}
-	known := len(out)
+	known := len(devs)
 	for _, p := range pods {
 		key := p.Namespace + "/" + p.Name
+		annotations := cdiAnnotations(p.Annotations)
 		for _, statuses := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
 			for _, cs := range statuses {
+				reported := map[string]bool{}
 				for _, rs := range cs.AllocatedResourcesStatus {
-					h := DeviceHolder{Pod: key, Container: cs.Name, Resource: string(rs.Name),
-						Exclusive: !strings.HasPrefix(string(rs.Name), cdiAnnotationPrefix)}
+					reported[string(rs.Name)] = true
+					// A resource not named for an annotation is a limit's
+					// kind, whose devices the container holds alone.
+					holder := DeviceHolder{Pod: key, Container: cs.Name, Resource: string(rs.Name),
+						Exclusive: !strings.HasPrefix(string(rs.Name), pod.AnnotationCDIPrefix)}
 					for _, r := range rs.Resources {
-						name := string(r.ResourceID)
-						i, ok := index[name]
-						if !ok {
-							kind, _, _ := strings.Cut(name, "=")
-							i = len(out)
-							index[name] = i
-							out = append(out, Device{Name: name, Kind: kind})
-						}
-						out[i].HeldBy = append(out[i].HeldBy, h)
+						h.add(string(r.ResourceID), holder)
+					}
+				}
+				if cs.ContainerID == "" {
+					continue
+				}
+				for _, a := range annotations {
+					if reported[a.key] {
+						continue
+					}
+					holder := DeviceHolder{Pod: key, Container: cs.Name, Resource: a.key}
+					for _, name := range h.expand(a.devices, devs) {
+						h.add(name, holder)
 					}
 				}
 			}
 		}
 	}
-	slices.SortFunc(out[known:], func(a, b Device) int { return cmp.Compare(a.Name, b.Name) })
-	for i := range out {
-		slices.SortStableFunc(out[i].HeldBy, func(a, b DeviceHolder) int {
+	slices.SortFunc(h.out[known:], func(a, b Device) int { return cmp.Compare(a.Name, b.Name) })
+	for i := range h.out {
+		slices.SortStableFunc(h.out[i].HeldBy, func(a, b DeviceHolder) int {
 			return cmp.Or(cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Container, b.Container))
 		})
+	}
+	return h.out
+}
+
+// holdings gathers HeldDevices' answer: the devices, found by name.
+type holdings struct {
+	out   []Device
+	index map[string]int
+}
+
+// add records that holder holds the device name, adding the device when
+// it is not known.
+func (h *holdings) add(name string, holder DeviceHolder) {
+	i, ok := h.index[name]
+	if !ok {
+		kind, _, _ := strings.Cut(name, "=")
+		i = len(h.out)
+		h.index[name] = i
+		h.out = append(h.out, Device{Name: name, Kind: kind})
+	}
+	if !slices.Contains(h.out[i].HeldBy, holder) {
+		h.out[i].HeldBy = append(h.out[i].HeldBy, holder)
+	}
+}
+
+// expand replaces each vendor.com/class=all of names by the devices of
+// the kind in devs, unless devs has a device of that name.
+func (h *holdings) expand(names []string, devs []Device) []string {
+	var out []string
+	for _, n := range names {
+		kind, name, _ := strings.Cut(n, "=")
+		if _, ok := h.index[n]; ok || name != "all" {
+			out = append(out, n)
+			continue
+		}
+		for _, d := range devs {
+			if d.Kind == kind {
+				out = append(out, d.Name)
+			}
+		}
+	}
+	return out
+}
+
+// cdiAnnotation is one of a pod's CDI annotations: its key
+// (cdi.k8s.io/<key>) and the devices it names.
+type cdiAnnotation struct {
+	key     string
+	devices []string
+}
+
+// cdiAnnotations returns the CDI annotations of a pod, by key.
+func cdiAnnotations(annotations map[string]string) []cdiAnnotation {
+	var out []cdiAnnotation
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
+		if !strings.HasPrefix(k, pod.AnnotationCDIPrefix) {
+			continue
+		}
+		a := cdiAnnotation{key: k}
+		for _, d := range strings.Split(annotations[k], ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				a.devices = append(a.devices, d)
+			}
+		}
+		out = append(out, a)
 	}
 	return out
 }

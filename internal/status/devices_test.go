@@ -33,6 +33,14 @@ func devicePod(ns, name string, init, app map[string]map[string][]string) v1.Pod
 	}
 }
 
+// annotated is pod default/ann with annotations and container statuses.
+func annotated(annotations map[string]string, statuses ...v1.ContainerStatus) v1.Pod {
+	return v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ann", Annotations: annotations},
+		Status:     v1.PodStatus{ContainerStatuses: statuses},
+	}
+}
+
 func TestHeldDevices(t *testing.T) {
 	const spec = "/etc/cdi/test.yaml"
 	node := []Device{
@@ -81,6 +89,31 @@ func TestHeldDevices(t *testing.T) {
 			"example.test/dev=1": {{Pod: "default/other", Container: "z", Resource: "cdi.k8s.io/all"}},
 		},
 		states: []string{DeviceAllocated, DeviceShared, DeviceShared},
+	}, {
+		name: "annotations name devices for every container made",
+		pods: []v1.Pod{annotated(map[string]string{
+			"cdi.k8s.io/cam":   "example.test/cam=a",
+			"cdi.k8s.io/all":   "example.test/dev=all",
+			"other.io/ignored": "example.test/dev=1",
+		}, v1.ContainerStatus{Name: "made", ContainerID: "containerd://1"}, v1.ContainerStatus{Name: "not-yet"},
+			// A status that names an annotation's devices itself is
+			// taken at its word.
+			v1.ContainerStatus{Name: "reported", ContainerID: "containerd://2", AllocatedResourcesStatus: []v1.ResourceStatus{
+				{Name: "cdi.k8s.io/all", Resources: []v1.ResourceHealth{{ResourceID: "example.test/dev=1"}}},
+			}},
+		)},
+		want: map[string][]DeviceHolder{
+			"example.test/cam=a": {
+				{Pod: "default/ann", Container: "made", Resource: "cdi.k8s.io/cam"},
+				{Pod: "default/ann", Container: "reported", Resource: "cdi.k8s.io/cam"},
+			},
+			"example.test/dev=0": {{Pod: "default/ann", Container: "made", Resource: "cdi.k8s.io/all"}},
+			"example.test/dev=1": {
+				{Pod: "default/ann", Container: "made", Resource: "cdi.k8s.io/all"},
+				{Pod: "default/ann", Container: "reported", Resource: "cdi.k8s.io/all"},
+			},
+		},
+		states: []string{DeviceShared, DeviceShared, DeviceShared},
 	}, {
 		name: "a device whose spec went is still listed while held",
 		pods: []v1.Pod{

@@ -90,9 +90,9 @@ func DescribePod(w io.Writer, p *v1.Pod, events []pod.Event, now time.Time) erro
 		}
 	}
 	if len(p.Spec.InitContainers) > 0 {
-		d.containers("Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses)
+		d.containers("Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses, p.Annotations)
 	}
-	d.containers("Containers", p.Spec.Containers, p.Status.ContainerStatuses)
+	d.containers("Containers", p.Spec.Containers, p.Status.ContainerStatuses, p.Annotations)
 	if len(p.Status.Conditions) > 0 {
 		d.line(0, "Conditions:\n")
 		d.line(1, "Type\tStatus\n")
@@ -144,7 +144,9 @@ func (d *describer) multiline(title string, m map[string]string, sep string, max
 	}
 }
 
-func (d *describer) containers(title string, specs []v1.Container, statuses []v1.ContainerStatus) {
+// containers writes a pod's containers of one sort (init or app); the
+// pod's annotations name devices for each (see devices).
+func (d *describer) containers(title string, specs []v1.Container, statuses []v1.ContainerStatus, annotations map[string]string) {
 	d.line(0, "%s:\n", title)
 	for _, c := range specs {
 		var st *v1.ContainerStatus
@@ -188,7 +190,7 @@ func (d *describer) containers(title string, specs []v1.Container, statuses []v1
 		}
 		d.resources("Limits", c.Resources.Limits)
 		d.resources("Requests", c.Resources.Requests)
-		d.devices(st)
+		d.devices(annotations, st)
 		for _, pr := range []struct {
 			name  string
 			probe *v1.Probe

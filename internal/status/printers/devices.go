@@ -3,10 +3,13 @@ package printers
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/status"
 )
 
@@ -38,16 +41,21 @@ func Devices(w io.Writer, devs []status.Device) error {
 }
 
 // devices writes the devices a container holds, by the resource it
-// holds them by (its limit's kind, or the pod's cdi.k8s.io/ annotation),
-// from its status' allocatedResourcesStatus; a device reported
-// Unhealthy is marked so (CDI tells no health: staticlet reports Unknown,
-// which is not written). Nothing when it holds none.
-func (d *describer) devices(st *v1.ContainerStatus) {
-	if st == nil || len(st.AllocatedResourcesStatus) == 0 {
+// holds them by, from its status' allocatedResourcesStatus: its limits'
+// kinds, and the pod's cdi.k8s.io/ annotations, which, when the status
+// does not name their devices, are written as the pod gives them for a
+// container that was made. A device reported Unhealthy is marked so (CDI
+// tells no health: staticlet reports Unknown, which is not written).
+// Nothing when it holds none.
+func (d *describer) devices(annotations map[string]string, st *v1.ContainerStatus) {
+	if st == nil {
 		return
 	}
-	d.line(2, "Devices:\n")
+	type entry struct{ resource, devices string }
+	var entries []entry
+	reported := map[string]bool{}
 	for _, rs := range st.AllocatedResourcesStatus {
+		reported[string(rs.Name)] = true
 		ids := make([]string, len(rs.Resources))
 		for i, r := range rs.Resources {
 			ids[i] = string(r.ResourceID)
@@ -55,6 +63,20 @@ func (d *describer) devices(st *v1.ContainerStatus) {
 				ids[i] += " (" + string(r.Health) + ")"
 			}
 		}
-		d.line(3, "%s:\t%s\n", rs.Name, orNone(strings.Join(ids, ", ")))
+		entries = append(entries, entry{string(rs.Name), orNone(strings.Join(ids, ", "))})
+	}
+	if st.ContainerID != "" {
+		for _, k := range slices.Sorted(maps.Keys(annotations)) {
+			if strings.HasPrefix(k, pod.AnnotationCDIPrefix) && !reported[k] {
+				entries = append(entries, entry{k, strings.Join(strings.Fields(strings.ReplaceAll(annotations[k], ",", " ")), ", ")})
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	d.line(2, "Devices:\n")
+	for _, e := range entries {
+		d.line(3, "%s:\t%s\n", e.resource, e.devices)
 	}
 }

@@ -50,26 +50,32 @@ gone.test/x        9        <none>               allocated   kube-system/old-nod
 }
 
 // TestDescribePodDevices: describe lists under each container the
-// devices it holds, by the resource it holds them by, and nothing for a
-// container holding none.
+// devices it holds, by the resource it holds them by, those of the pod's
+// CDI annotations for every container made, and nothing for a container
+// holding none.
 func TestDescribePodDevices(t *testing.T) {
 	health := func(id string, h v1.ResourceHealthStatus) v1.ResourceHealth {
 		return v1.ResourceHealth{ResourceID: v1.ResourceID(id), Health: h}
 	}
 	one := resource.MustParse("1")
 	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpu-node1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gpu-node1", Annotations: map[string]string{
+			"cdi.k8s.io/cam": "example.test/cam=a,example.test/cam=b",
+			"cdi.k8s.io/usb": "vendor.test/usb=all",
+		}},
 		Spec: v1.PodSpec{Containers: []v1.Container{
 			{Name: "infer", Image: "app:1", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{"example.test/dev": one}}},
 			{Name: "plain", Image: "app:1"},
+			{Name: "waiting", Image: "app:1"},
 		}},
 		Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{
-			{Name: "infer", AllocatedResourcesStatus: []v1.ResourceStatus{
+			{Name: "infer", ContainerID: "containerd://1", AllocatedResourcesStatus: []v1.ResourceStatus{
 				{Name: "example.test/dev", Resources: []v1.ResourceHealth{health("example.test/dev=1", v1.ResourceHealthStatusUnknown)}},
 				{Name: "cdi.k8s.io/cam", Resources: []v1.ResourceHealth{
 					health("example.test/cam=a", v1.ResourceHealthStatusHealthy), health("example.test/cam=b", v1.ResourceHealthStatusUnhealthy)}},
 			}},
-			{Name: "plain"},
+			{Name: "plain", ContainerID: "containerd://2"},
+			{Name: "waiting"},
 		}},
 	}
 	var b bytes.Buffer
@@ -77,11 +83,20 @@ func TestDescribePodDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := regexp.MustCompile(` +`).ReplaceAllString(b.String(), " ")
-	want := "Limits:\n example.test/dev: 1\n Devices:\n example.test/dev: example.test/dev=1\n cdi.k8s.io/cam: example.test/cam=a, example.test/cam=b (Unhealthy)\n"
-	if !strings.Contains(out, want) {
-		t.Errorf("DescribePod() lacks %q; got:\n%s", want, b.String())
+	for _, want := range []string{
+		// The status' devices; then an annotation it does not name.
+		"Limits:\n example.test/dev: 1\n Devices:\n example.test/dev: example.test/dev=1\n" +
+			" cdi.k8s.io/cam: example.test/cam=a, example.test/cam=b (Unhealthy)\n cdi.k8s.io/usb: vendor.test/usb=all\n",
+		// A container made gets the annotations' devices.
+		"plain:\n Container ID: containerd://2\n Image: app:1\n Image ID: \n Port: <none>\n Host Port: <none>\n" +
+			" State: Waiting\n Ready: False\n Restart Count: 0\n" +
+			" Devices:\n cdi.k8s.io/cam: example.test/cam=a, example.test/cam=b\n cdi.k8s.io/usb: vendor.test/usb=all\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("DescribePod() lacks %q; got:\n%s", want, b.String())
+		}
 	}
-	if n := strings.Count(out, "Devices:"); n != 1 {
-		t.Errorf("DescribePod() has %d Devices: lines, want 1 (none for a container holding none):\n%s", n, b.String())
+	if n := strings.Count(out, "Devices:"); n != 2 {
+		t.Errorf("DescribePod() has %d Devices: lines, want 2 (none for a container not made):\n%s", n, b.String())
 	}
 }
