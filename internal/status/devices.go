@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -196,6 +197,21 @@ func cdiAnnotations(annotations map[string]string) []cdiAnnotation {
 			}
 		}
 		out = append(out, a)
+	}
+	return out
+}
+
+// deviceCapacity counts devs by kind, as the kubelet reports the devices
+// of a device plugin in its node's capacity and allocatable: an extended
+// resource named by the kind.
+func deviceCapacity(devs []Device) v1.ResourceList {
+	counts := map[string]int64{}
+	for _, d := range devs {
+		counts[d.Kind]++
+	}
+	out := make(v1.ResourceList, len(counts))
+	for kind, n := range counts {
+		out[v1.ResourceName(kind)] = *resource.NewQuantity(n, resource.DecimalSI)
 	}
 	return out
 }

@@ -183,4 +183,16 @@ func TestServerDevices(t *testing.T) {
 	if len(list.SpecDirs) != 2 || len(list.Devices) != 2 || list.Devices[0].HeldBy != nil || !reflect.DeepEqual(list.Devices[1].HeldBy, want) {
 		t.Errorf("Devices() = %+v, want dev=1 held by %+v", list, want)
 	}
+
+	// The node counts them as an extended resource, as the kubelet does
+	// a device plugin's.
+	n, err := c.Node(ctx)
+	if err != nil {
+		t.Fatalf("Node(): %v", err)
+	}
+	for _, rl := range []v1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+		if q := rl["example.test/dev"]; len(rl) != 1 || q.Value() != 2 {
+			t.Errorf("Node() capacity or allocatable = %v, want example.test/dev: 2", rl)
+		}
+	}
 }

@@ -188,8 +188,8 @@ func (d *describer) containers(title string, specs []v1.Container, statuses []v1
 			}
 			d.line(2, "Restart Count:\t%d\n", st.RestartCount)
 		}
-		d.resources("Limits", c.Resources.Limits)
-		d.resources("Requests", c.Resources.Requests)
+		d.resources(2, "Limits", c.Resources.Limits)
+		d.resources(2, "Requests", c.Resources.Requests)
 		d.devices(annotations, st)
 		for _, pr := range []struct {
 			name  string
@@ -257,11 +257,13 @@ func (d *describer) state(title string, s v1.ContainerState) {
 	}
 }
 
-func (d *describer) resources(title string, rl v1.ResourceList) {
+// resources writes a resource list at level, sorted by name; nothing
+// when it is empty.
+func (d *describer) resources(level int, title string, rl v1.ResourceList) {
 	if len(rl) == 0 {
 		return
 	}
-	d.line(2, "%s:\n", title)
+	d.line(level, "%s:\n", title)
 	names := make([]string, 0, len(rl))
 	for n := range rl {
 		names = append(names, string(n))
@@ -269,7 +271,7 @@ func (d *describer) resources(title string, rl v1.ResourceList) {
 	slices.Sort(names)
 	for _, n := range names {
 		q := rl[v1.ResourceName(n)]
-		d.line(3, "%s:\t%s\n", n, q.String())
+		d.line(level+1, "%s:\t%s\n", n, q.String())
 	}
 }
 
