@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/fsnotify/fsnotify"
@@ -50,7 +51,8 @@ type Config struct {
 	// device until it appears.
 	SpecDirs []string
 	// Changed, when set, is called after a re-read that changed the
-	// devices the specs name or their files.
+	// devices the specs name or their files, from Run's goroutine: it
+	// must not block.
 	Changed func()
 	// Logger receives the specs' errors.
 	Logger *slog.Logger
@@ -122,13 +124,20 @@ func (r *Registry) logErrors() {
 	}
 }
 
+// pollPeriod is how often the specs are read again when the directories
+// cannot be watched.
+const pollPeriod = 30 * time.Second
+
 // Run watches the spec directories, and a missing one's nearest parent
 // that exists, and refreshes the registry on every change, until ctx
-// ends. It returns nil then, or the error that stopped the watch.
+// ends; it returns nil then. Without a watch (the node's inotify
+// instances used up) it reads them again every pollPeriod instead: the
+// devices matter less than the pods that do not use them.
 func (r *Registry) Run(ctx context.Context) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return fmt.Errorf("watching the CDI spec directories: %w", err)
+		r.cfg.Logger.Warn("watching the CDI spec directories; reading them every 30s instead", "err", err)
+		return r.poll(ctx)
 	}
 	defer w.Close()
 	r.watchDirs(w)
@@ -151,6 +160,20 @@ func (r *Registry) Run(ctx context.Context) error {
 				return nil
 			}
 			r.cfg.Logger.Warn("watching the CDI spec directories", "err", err)
+			r.Refresh()
+		}
+	}
+}
+
+// poll refreshes the registry every pollPeriod until ctx ends.
+func (r *Registry) poll(ctx context.Context) error {
+	t := time.NewTicker(pollPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 			r.Refresh()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -196,4 +197,28 @@ func TestHostDevices(t *testing.T) {
 	}) {
 		t.Errorf("HostDevices() has the console or a pts, which the CRI leaves out")
 	}
+}
+
+func TestPollRefreshes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		r := New(Config{SpecDirs: []string{dir}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.poll(ctx) }()
+		writeSpec(t, dir, "example.yaml", map[string]string{"d0": "/dev/null"})
+		synctest.Wait()
+		if r.KnownKind("example.test/dev") {
+			t.Fatal("the spec counted before a poll")
+		}
+		time.Sleep(pollPeriod)
+		synctest.Wait()
+		if !r.KnownDevice("example.test/dev=d0") {
+			t.Error("the spec did not count after a poll")
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("poll: %v", err)
+		}
+	})
 }
