@@ -73,7 +73,14 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	store := status.NewStore()
 	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
 	// The CDI devices: read now, watched under the errgroup below.
-	deviceRegistry := devices.New(devices.Config{SpecDirs: cfg.runtime.cdiSpecDirs, Logger: logger})
+	// A change of the specs has the merger judge the pods' devices again.
+	devicesChanged := make(chan struct{}, 1)
+	deviceRegistry := devices.New(devices.Config{SpecDirs: cfg.runtime.cdiSpecDirs, Logger: logger, Changed: func() {
+		select {
+		case devicesChanged <- struct{}{}:
+		default:
+		}
+	}})
 	nodeDevices := deviceLister(deviceRegistry)
 	meters := newMetrics(store, nodeDevices)
 	// imports is set before anything can call AwaitImports: the runtime
@@ -112,6 +119,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Logger:   logger,
 
 		ImagesArrived: arrived,
+		DevicesFreed:  rt.DevicesFreed(),
 		Watcher:       files,
 		FileChanges:   files.Changes(),
 	})
@@ -161,7 +169,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		names[i] = src.Name()
 		g.Go(func() error { return src.Run(ctx, snapshots) })
 	}
-	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Objects: store, Desired: imageGC, Logger: logger})
+	merger := desired.NewMerger(desired.MergerConfig{Sources: names, Manifests: manifestStore{store}, Objects: store, Desired: imageGC,
+		Devices: deviceRegistry, DevicesChanged: devicesChanged, Logger: logger})
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
 	g.Go(func() error { return deviceRegistry.Run(ctx) })

@@ -13,6 +13,9 @@ import (
 type DeviceCatalog interface {
 	KnownKind(kind string) bool
 	KnownDevice(name string) bool
+	// Devices lists the devices of kind that can be handed out one by
+	// one.
+	Devices(kind string) []string
 }
 
 // DeviceError refuses a pod that asks for a device kind or a device no
@@ -23,9 +26,15 @@ type DeviceError struct {
 	Field string // where the pod asks for it
 	Name  string // the kind or the device
 	Kind  bool   // Name is a kind
+	// Asked and Have are set when the kind is known but has fewer
+	// devices than a container asks for.
+	Asked, Have int64
 }
 
 func (e *DeviceError) Error() string {
+	if e.Asked > 0 {
+		return fmt.Sprintf("%s: asks for %d devices of kind %s, and the node's CDI specs define %d; pod %s is not run", e.Field, e.Asked, e.Name, e.Have, e.Pod)
+	}
 	what := "device " + e.Name
 	if e.Kind {
 		what = "device kind " + e.Name
@@ -39,6 +48,9 @@ func unknownDevices(p *pod.Pod, devices DeviceCatalog) *DeviceError {
 	for _, r := range p.DeviceRequests() {
 		if !devices.KnownKind(r.Kind) {
 			return &DeviceError{Pod: p.Key(), Field: r.Field, Name: r.Kind, Kind: true}
+		}
+		if have := int64(len(devices.Devices(r.Kind))); r.Count > have {
+			return &DeviceError{Pod: p.Key(), Field: r.Field, Name: r.Kind, Kind: true, Asked: r.Count, Have: have}
 		}
 	}
 	for _, d := range p.CDIDevices() {

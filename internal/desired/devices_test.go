@@ -35,6 +35,18 @@ func (c *catalog) KnownKind(kind string) bool {
 	return false
 }
 
+func (c *catalog) Devices(kind string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, d := range c.devices {
+		if pod.DeviceKind(d) == kind {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func (c *catalog) KnownDevice(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -48,6 +60,7 @@ func (c *catalog) KnownDevice(name string) bool {
 
 const (
 	limitPod = "apiVersion: v1\nkind: Pod\nmetadata: {name: lim}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {example.test/dev: 1}\n"
+	bigPod   = "apiVersion: v1\nkind: Pod\nmetadata: {name: big}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    resources:\n      limits: {example.test/dev: 2}\n"
 	annPod   = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: ann\n  annotations: {cdi.k8s.io/x: 'example.test/dev=d1'}\nspec:\n  containers:\n  - {name: c, image: busybox}\n"
 	allPod   = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: all\n  annotations: {cdi.k8s.io/x: 'vendor.test/cam=all'}\nspec:\n  containers:\n  - {name: c, image: busybox}\n"
 	plainPod = "apiVersion: v1\nkind: Pod\nmetadata: {name: plain}\nspec:\n  containers:\n  - {name: c, image: busybox}\n"
@@ -55,7 +68,7 @@ const (
 
 func TestUnknownDevices(t *testing.T) {
 	files := []watch.FileResult{
-		decoded(t, "/m/all.yaml", allPod), decoded(t, "/m/ann.yaml", annPod),
+		decoded(t, "/m/all.yaml", allPod), decoded(t, "/m/ann.yaml", annPod), decoded(t, "/m/big.yaml", bigPod),
 		decoded(t, "/m/lim.yaml", limitPod), decoded(t, "/m/plain.yaml", plainPod),
 	}
 	tests := []struct {
@@ -67,12 +80,14 @@ func TestUnknownDevices(t *testing.T) {
 			"/m/all.yaml": "metadata.annotations[cdi.k8s.io/x]: no CDI spec on this node defines device kind vendor.test/cam; pod default/all-n1 is not run",
 			"/m/ann.yaml": "metadata.annotations[cdi.k8s.io/x]: no CDI spec on this node defines device example.test/dev=d1; pod default/ann-n1 is not run",
 			"/m/lim.yaml": "spec.containers[0].resources.limits[example.test/dev]: no CDI spec on this node defines device kind example.test/dev; pod default/lim-n1 is not run",
+			"/m/big.yaml": "device kind example.test/dev",
 		}},
 		{[]string{"example.test/dev=d0"}, "default/lim-n1,default/plain-n1", map[string]string{
 			"/m/all.yaml": "device kind vendor.test/cam",
 			"/m/ann.yaml": "device example.test/dev=d1",
+			"/m/big.yaml": "spec.containers[0].resources.limits[example.test/dev]: asks for 2 devices of kind example.test/dev, and the node's CDI specs define 1; pod default/big-n1 is not run",
 		}},
-		{[]string{"example.test/dev=d0", "example.test/dev=d1", "vendor.test/cam=front"}, "default/all-n1,default/ann-n1,default/lim-n1,default/plain-n1", nil},
+		{[]string{"example.test/dev=d0", "example.test/dev=d1", "vendor.test/cam=front"}, "default/all-n1,default/ann-n1,default/big-n1,default/lim-n1,default/plain-n1", nil},
 	}
 	for _, tt := range tests {
 		c := &catalog{}

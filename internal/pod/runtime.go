@@ -84,9 +84,8 @@ type Record struct {
 	// container was made (StopNeeds.String): for a pod whose manifest
 	// went while staticlet was not running.
 	StopNeeds string
-	// Devices are the CDI devices the container was given, by qualified
-	// name (vendor.com/class=name): those its limits hold and those its
-	// pod's CDI annotations name.
+	// Devices are the CDI devices the container holds, by its resource
+	// limits, by their qualified names (vendor.com/class=name), sorted.
 	Devices []string
 }
 

@@ -188,8 +188,8 @@ func containerStatus(c *v1.Container, recs []pod.Record, w waitingState, policy 
 	return cs
 }
 
-// deviceStatus tells of the CDI devices a container was given, by kind,
-// as core/v1 reports a container's devices. CDI says nothing of a
+// deviceStatus tells of the CDI devices a container holds by its
+// limits, by kind, as core/v1 reports a container's devices. CDI says nothing of a
 // device's health: it is Unknown.
 func deviceStatus(devices []string) []v1.ResourceStatus {
 	var out []v1.ResourceStatus
