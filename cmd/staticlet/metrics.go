@@ -48,7 +48,7 @@ func deviceCounts(devs []status.Device) []metrics.DeviceCounts {
 			index[d.Kind] = i
 			out = append(out, metrics.DeviceCounts{Kind: d.Kind})
 		}
-		switch d.State() {
+		switch d.State {
 		case status.DeviceAllocated:
 			out[i].Allocated++
 		case status.DeviceShared:

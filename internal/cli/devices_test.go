@@ -46,7 +46,7 @@ func TestGetDevices(t *testing.T) {
 	}{
 		{args: []string{"get", "devices"}, want: []string{"KIND", "HELD BY", "/etc/cdi/test.yaml", "allocated", "default/gpu-n1/main", "other.test/cam", "free"}},
 		{args: []string{"get", "device", "other.test/cam"}, want: []string{"other.test/cam", "/var/run/cdi/cam.json"}, not: []string{"example.test/dev"}},
-		{args: []string{"get", "devices", "-o", "json"}, want: []string{`"specDirs"`, `"name": "example.test/dev=1"`, `"container": "main"`, `"exclusive": true`}},
+		{args: []string{"get", "devices", "-o", "json"}, want: []string{`"specDirs"`, `"name": "example.test/dev=1"`, `"container": "main"`, `"exclusive": true`, `"state": "allocated"`, `"state": "free"`}},
 		{args: []string{"get", "devices", "-o", "yaml"}, want: []string{"kind: other.test/cam", "pod: default/gpu-n1"}},
 		{args: []string{"get", "devices", "-o", "wide"}, code: 1, want: []string{"unknown output format"}},
 		{args: []string{"get", "devices"}, socket: empty, want: []string{"No CDI devices: no CDI spec in /etc/cdi, /var/run/cdi names one."}, not: []string{"KIND"}},

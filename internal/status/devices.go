@@ -36,6 +36,9 @@ type Device struct {
 	// Spec is the CDI spec file that names it; empty when no spec names
 	// it any more while a container still holds it.
 	Spec string `json:"spec,omitempty"`
+	// State is DeviceFree, DeviceAllocated or DeviceShared, as HeldBy
+	// says (see deviceState).
+	State string `json:"state"`
 	// HeldBy are the containers that hold it, sorted by pod then
 	// container (see HeldDevices).
 	HeldBy []DeviceHolder `json:"heldBy,omitempty"`
@@ -46,22 +49,23 @@ type DeviceHolder struct {
 	// Pod is the pod's key, namespace/name.
 	Pod       string `json:"pod"`
 	Container string `json:"container"`
-	// Resource is the name it holds the device by in its status'
-	// allocatedResourcesStatus: the kind, from its resource limits, or
-	// cdi.k8s.io/<key>, from its pod's CDI annotation.
+	// Resource is the name it holds the device by: the kind, from its
+	// resource limits (as its status' allocatedResourcesStatus names
+	// it), or cdi.k8s.io/<key>, from its pod's CDI annotation.
 	Resource string `json:"resource"`
 	// Exclusive is true when the container holds the device alone (by its
 	// limits), false when it shares it (by an annotation).
 	Exclusive bool `json:"exclusive"`
 }
 
-// State is DeviceAllocated when a container holds d alone, DeviceShared
-// when containers only share it, DeviceFree when none holds it.
-func (d Device) State() string {
-	if len(d.HeldBy) == 0 {
+// deviceState is DeviceAllocated when a container of holders holds a
+// device alone, DeviceShared when they only share it, DeviceFree when
+// there are none.
+func deviceState(holders []DeviceHolder) string {
+	if len(holders) == 0 {
 		return DeviceFree
 	}
-	for _, h := range d.HeldBy {
+	for _, h := range holders {
 		if h.Exclusive {
 			return DeviceAllocated
 		}
@@ -77,11 +81,11 @@ type DeviceList struct {
 }
 
 // DeviceLister lists the node's CDI devices, without their holders
-// (which the server adds from the pods' statuses).
+// and states (which the server adds from the pods, see HeldDevices).
 type DeviceLister func() DeviceList
 
 // HeldDevices returns devs with the containers of pods that hold each
-// (HeldBy), init containers too: those their statuses name
+// (HeldBy), and so their State, init containers too: those their statuses name
 // (allocatedResourcesStatus), and, for every container made (with a
 // container ID), the devices its pod's CDI annotations name that its
 // status does not (vendor.com/class=all standing for every device of the
@@ -132,6 +136,7 @@ func HeldDevices(devs []Device, pods []v1.Pod) []Device {
 		slices.SortStableFunc(h.out[i].HeldBy, func(a, b DeviceHolder) int {
 			return cmp.Or(cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Container, b.Container))
 		})
+		h.out[i].State = deviceState(h.out[i].HeldBy)
 	}
 	return h.out
 }

@@ -142,8 +142,8 @@ func TestHeldDevices(t *testing.T) {
 				if !reflect.DeepEqual(d.HeldBy, tt.want[d.Name]) {
 					t.Errorf("%s held by %+v, want %+v", d.Name, d.HeldBy, tt.want[d.Name])
 				}
-				if d.State() != tt.states[i] {
-					t.Errorf("%s State() = %s, want %s", d.Name, d.State(), tt.states[i])
+				if d.State != tt.states[i] {
+					t.Errorf("%s State = %s, want %s", d.Name, d.State, tt.states[i])
 				}
 			}
 		})

@@ -13,8 +13,8 @@ import (
 	"github.com/staticlet/staticlet/internal/status"
 )
 
-// Devices writes the node's CDI devices as a table: KIND DEVICE SPEC
-// STATE HELD BY. DEVICE is the name within the kind (the qualified name
+// Devices writes the node's CDI devices, as status.HeldDevices gives
+// them, as a table: KIND DEVICE SPEC STATE HELD BY. DEVICE is the name within the kind (the qualified name
 // is KIND=DEVICE), STATE free, allocated or shared, and HELD BY the
 // containers holding it as namespace/pod/container, comma-separated; a
 // container that shares a device another holds alone is marked
@@ -24,7 +24,7 @@ func Devices(w io.Writer, devs []status.Device) error {
 	fmt.Fprintln(tw, "KIND\tDEVICE\tSPEC\tSTATE\tHELD BY")
 	for _, d := range devs {
 		_, name, _ := strings.Cut(d.Name, "=")
-		state := d.State()
+		state := d.State
 		holders := make([]string, len(d.HeldBy))
 		for i, h := range d.HeldBy {
 			holders[i] = h.Pod + "/" + h.Container

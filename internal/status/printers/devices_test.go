@@ -17,16 +17,16 @@ func TestDevices(t *testing.T) {
 	const spec = "/etc/cdi/test.yaml"
 	var b bytes.Buffer
 	err := Devices(&b, []status.Device{
-		{Name: "example.test/dev=0", Kind: "example.test/dev", Spec: spec, HeldBy: []status.DeviceHolder{
+		{Name: "example.test/dev=0", Kind: "example.test/dev", Spec: spec, State: status.DeviceAllocated, HeldBy: []status.DeviceHolder{
 			{Pod: "default/a-node1", Container: "main", Resource: "example.test/dev", Exclusive: true},
 			{Pod: "default/cam-node1", Container: "x", Resource: "cdi.k8s.io/all"},
 		}},
-		{Name: "example.test/dev=1", Kind: "example.test/dev", Spec: spec},
-		{Name: "example.test/cam=a", Kind: "example.test/cam", Spec: spec, HeldBy: []status.DeviceHolder{
+		{Name: "example.test/dev=1", Kind: "example.test/dev", Spec: spec, State: status.DeviceFree},
+		{Name: "example.test/cam=a", Kind: "example.test/cam", Spec: spec, State: status.DeviceShared, HeldBy: []status.DeviceHolder{
 			{Pod: "default/cam-node1", Container: "x", Resource: "cdi.k8s.io/cam"},
 			{Pod: "default/cam-node1", Container: "y", Resource: "cdi.k8s.io/cam"},
 		}},
-		{Name: "gone.test/x=9", Kind: "gone.test/x", HeldBy: []status.DeviceHolder{
+		{Name: "gone.test/x=9", Kind: "gone.test/x", State: status.DeviceAllocated, HeldBy: []status.DeviceHolder{
 			{Pod: "kube-system/old-node1", Container: "c", Resource: "gone.test/x", Exclusive: true},
 		}},
 	})
