@@ -72,15 +72,6 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 	store := status.NewStore()
 	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
-	meters := newMetrics(store)
-	// imports is set before anything can call AwaitImports: the runtime
-	// resolves no image before the errgroup below starts.
-	var imports *images.Dir
-	sc := cfg.sandboxConfig()
-	sc.Logs.DriverArgs, sc.Logs.Driver, sc.Logs.Ensure = logDriverArgs, logInstall.Driver, logInstall.Ensure
-	sc.Node.HostIP, sc.Network = nodeIP, network
-	sc.Images.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
-	sc.Images.Pulled, sc.Logger = meters.ImagePulled, logger
 	// The CDI devices: read now, watched under the errgroup below.
 	// A change of the specs has the merger judge the pods' devices again.
 	devicesChanged := make(chan struct{}, 1)
@@ -90,6 +81,16 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		default:
 		}
 	}})
+	nodeDevices := deviceLister(deviceRegistry)
+	meters := newMetrics(store, nodeDevices)
+	// imports is set before anything can call AwaitImports: the runtime
+	// resolves no image before the errgroup below starts.
+	var imports *images.Dir
+	sc := cfg.sandboxConfig()
+	sc.Logs.DriverArgs, sc.Logs.Driver, sc.Logs.Ensure = logDriverArgs, logInstall.Driver, logInstall.Ensure
+	sc.Node.HostIP, sc.Network = nodeIP, network
+	sc.Images.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
+	sc.Images.Pulled, sc.Logger = meters.ImagePulled, logger
 	sc.Devices = deviceRegistry
 	rt, err := openRuntime(ctx, sc)
 	if err != nil {
@@ -134,6 +135,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Logs:       logOpener(store, cfg.logs.dir),
 		Exec:       execInContainer(rt),
 		Images:     imageLister(imageGC),
+		Devices:    nodeDevices,
 		Stats:      statsReader(rt),
 		Restart:    restarter(rec),
 		Metrics:    meters.Handler(),

@@ -8,11 +8,15 @@ import (
 )
 
 // newMetrics returns the daemon's metrics, whose pod and manifest gauges
-// are read from store at each scrape.
-func newMetrics(store *status.Store) *metrics.Metrics {
+// are read from store at each scrape, and the device gauge from devices
+// and the pods' statuses.
+func newMetrics(store *status.Store, devices status.DeviceLister) *metrics.Metrics {
 	return metrics.New(metrics.Config{
 		Version: version,
 		Pods:    store.Pods,
+		Devices: func() []metrics.DeviceCounts {
+			return deviceCounts(status.HeldDevices(devices().Devices, store.Pods()))
+		},
 		NodeConditions: func() []v1.NodeCondition {
 			return store.Node().Status.Conditions
 		},
@@ -30,4 +34,28 @@ func newMetrics(store *status.Store) *metrics.Metrics {
 			return errs
 		},
 	})
+}
+
+// deviceCounts counts devs by kind and state, the kinds in the order of
+// their first device.
+func deviceCounts(devs []status.Device) []metrics.DeviceCounts {
+	var out []metrics.DeviceCounts
+	index := map[string]int{}
+	for _, d := range devs {
+		i, ok := index[d.Kind]
+		if !ok {
+			i = len(out)
+			index[d.Kind] = i
+			out = append(out, metrics.DeviceCounts{Kind: d.Kind})
+		}
+		switch d.State {
+		case status.DeviceAllocated:
+			out[i].Allocated++
+		case status.DeviceShared:
+			out[i].Shared++
+		default:
+			out[i].Free++
+		}
+	}
+	return out
 }

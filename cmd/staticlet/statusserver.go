@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/staticlet/staticlet/internal/devices"
 	"github.com/staticlet/staticlet/internal/logs"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/reconcile"
@@ -148,5 +149,19 @@ func statsReader(rt *sandbox.Runtime) status.StatsReader {
 			list.Pods[i] = ps
 		}
 		return list, nil
+	}
+}
+
+// deviceLister lists the CDI devices the specs of reg name, as it read
+// them last, for the status socket and the metrics.
+func deviceLister(reg *devices.Registry) status.DeviceLister {
+	return func() status.DeviceList {
+		list := status.DeviceList{SpecDirs: reg.SpecDirs()}
+		for _, k := range reg.Kinds() {
+			for _, d := range k.Devices {
+				list.Devices = append(list.Devices, status.Device{Name: d.Name, Kind: k.Name, Spec: d.Spec})
+			}
+		}
+		return list
 	}
 }

@@ -39,8 +39,9 @@ func (f *clientFlags) podName(name string) string {
 func (f *clientFlags) client() *status.Client { return status.NewClient(f.socket) }
 
 func getCommand() *cobra.Command {
-	get := &cobra.Command{Use: "get", Short: "List pods, manifests, ConfigMaps, Secrets, images or events, or show the node"}
-	get.AddCommand(getPodsCommand(), getManifestsCommand(), getObjectsCommand(configMapKind), getObjectsCommand(secretKind), getImagesCommand(), getEventsCommand(), getNodeCommand())
+	get := &cobra.Command{Use: "get", Short: "List pods, manifests, ConfigMaps, Secrets, images, devices or events, or show the node"}
+	get.AddCommand(getPodsCommand(), getManifestsCommand(), getObjectsCommand(configMapKind), getObjectsCommand(secretKind), getImagesCommand(),
+		getDevicesCommand(), getEventsCommand(), getNodeCommand())
 	return get
 }
 

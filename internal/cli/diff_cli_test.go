@@ -61,12 +61,19 @@ func fakeDaemon(t *testing.T, src string, files map[string]string) string {
 // directory until the end of the test, and returns the socket's path.
 func serveStore(t *testing.T, store *status.Store) string {
 	t.Helper()
+	return serveStatus(t, status.ServerConfig{Store: store})
+}
+
+// serveStatus serves the status API of cfg on a socket in a temporary
+// directory until the end of the test, and returns the socket's path.
+func serveStatus(t *testing.T, cfg status.ServerConfig) string {
+	t.Helper()
 	socket := filepath.Join(t.TempDir(), "s.sock")
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: status.NewServer(status.ServerConfig{Store: store}).Handler()}
+	srv := &http.Server{Handler: status.NewServer(cfg).Handler()}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return socket

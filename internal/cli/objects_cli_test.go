@@ -94,6 +94,22 @@ func runCLI(t *testing.T, args ...string) (string, int) {
 	return out.String(), 0
 }
 
+// checkOutput fails t unless out holds every string of want and none of
+// not.
+func checkOutput(t *testing.T, out string, want, not []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+	for _, n := range not {
+		if strings.Contains(out, n) {
+			t.Errorf("output has %q:\n%s", n, out)
+		}
+	}
+}
+
 func TestObjectCommands(t *testing.T) {
 	socket := objectsDaemon(t, map[string]string{"/m/app.yaml": objectsManifest})
 	tests := []struct {
@@ -239,16 +255,7 @@ func TestDiffObjects(t *testing.T) {
 			if code != tc.code {
 				t.Errorf("diff exited %d, want %d; output:\n%s", code, tc.code, out)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
-				}
-			}
-			for _, w := range tc.not {
-				if strings.Contains(out, w) {
-					t.Errorf("output has %q:\n%s", w, out)
-				}
-			}
+			checkOutput(t, out, tc.want, tc.not)
 			if showsSecret(out) {
 				t.Errorf("output shows a secret value:\n%s", out)
 			}

@@ -38,6 +38,10 @@ type Config struct {
 	// NodeConditions returns the node's conditions (Ready, DiskPressure);
 	// it is called at each scrape. Nil: no node gauge.
 	NodeConditions func() []v1.NodeCondition
+	// Devices returns how many CDI devices of each kind are free,
+	// allocated or shared; it is called at each scrape. Nil: no device
+	// gauge.
+	Devices func() []DeviceCounts
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -156,7 +160,7 @@ func New(cfg Config) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo, m.probes, m.probeDuration, m.podStart, m.urlPolls, m.imports, m.pulls, m.pullDuration,
 		m.imageGC.removed, m.imageGC.freed,
-		stateCollector{pods: cfg.Pods, manifestErrors: cfg.ManifestErrors, nodeConditions: cfg.NodeConditions},
+		stateCollector{pods: cfg.Pods, manifestErrors: cfg.ManifestErrors, nodeConditions: cfg.NodeConditions, devices: cfg.Devices},
 	)
 	m.reg.MustRegister(m.http.collectors()...)
 	return m

@@ -84,6 +84,9 @@ func TestMetrics(t *testing.T) {
 		NodeConditions: func() []v1.NodeCondition {
 			return []v1.NodeCondition{{Type: v1.NodeDiskPressure, Status: v1.ConditionTrue}, {Type: v1.NodeReady, Status: v1.ConditionTrue}}
 		},
+		Devices: func() []DeviceCounts {
+			return []DeviceCounts{{Kind: "example.test/dev", Free: 1, Allocated: 2}, {Kind: "example.test/cam", Shared: 1}}
+		},
 		Now: func() time.Time { return now },
 	})
 	key := pod.Key{Namespace: "kube-system", Name: "etcd-node"}
@@ -155,6 +158,11 @@ func TestMetrics(t *testing.T) {
 		{"staticlet_container_restarts_total", []string{"pod=web", "container=init"}, 0},
 		{"staticlet_manifest_errors", []string{"source=dir:/m"}, 2},
 		{"staticlet_manifest_errors", []string{"source=url:http://x"}, 0},
+		{"staticlet_devices", []string{"kind=example.test/dev", "state=free"}, 1},
+		{"staticlet_devices", []string{"kind=example.test/dev", "state=allocated"}, 2},
+		{"staticlet_devices", []string{"kind=example.test/dev", "state=shared"}, 0},
+		{"staticlet_devices", []string{"kind=example.test/cam", "state=free"}, 0},
+		{"staticlet_devices", []string{"kind=example.test/cam", "state=shared"}, 1},
 		{"staticlet_build_info", []string{"version=v1.2.3", "goversion=" + runtime.Version()}, 1},
 	})
 	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "promhttp_metric_handler_requests_total"} {

@@ -22,7 +22,19 @@ var (
 	nodeConditionDesc = prometheus.NewDesc("staticlet_node_status_condition",
 		"The node's conditions (Ready, DiskPressure), as kube-state-metrics' kube_node_status_condition: 1 on the series of the condition's status.",
 		[]string{"condition", "status"}, nil)
+	devicesDesc = prometheus.NewDesc("staticlet_devices",
+		"Number of CDI devices of the node, by kind and state: free, allocated (a container holds it alone, by its limits) or shared (only pods' cdi.k8s.io/ annotations name it).",
+		[]string{"kind", "state"}, nil)
 )
+
+// DeviceCounts are how many CDI devices of one kind are in each state:
+// held by no container (Free), held by a container alone, by its
+// resource limits (Allocated), or used only by the containers of pods
+// whose CDI annotations name it (Shared).
+type DeviceCounts struct {
+	Kind                    string
+	Free, Allocated, Shared int
+}
 
 // conditionStatuses are the statuses of a node condition, each reported.
 var conditionStatuses = []v1.ConditionStatus{v1.ConditionTrue, v1.ConditionFalse, v1.ConditionUnknown}
@@ -40,10 +52,11 @@ type stateCollector struct {
 	pods           func() []v1.Pod
 	manifestErrors func() map[string]int
 	nodeConditions func() []v1.NodeCondition
+	devices        func() []DeviceCounts
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{runningPodsDesc, runningContainersDesc, podsDesc, restartsDesc, manifestErrorsDesc, nodeConditionDesc} {
+	for _, d := range []*prometheus.Desc{runningPodsDesc, runningContainersDesc, podsDesc, restartsDesc, manifestErrorsDesc, nodeConditionDesc, devicesDesc} {
 		ch <- d
 	}
 }
@@ -75,6 +88,16 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 					v = 1
 				}
 				ch <- prometheus.MustNewConstMetric(nodeConditionDesc, prometheus.GaugeValue, v, string(cond.Type), strings.ToLower(string(st)))
+			}
+		}
+	}
+	if c.devices != nil {
+		for _, d := range c.devices() {
+			for _, st := range []struct {
+				state string
+				n     int
+			}{{"free", d.Free}, {"allocated", d.Allocated}, {"shared", d.Shared}} {
+				ch <- prometheus.MustNewConstMetric(devicesDesc, prometheus.GaugeValue, float64(st.n), d.Kind, st.state)
 			}
 		}
 	}

@@ -13,7 +13,10 @@
 // key the caller picks afresh (for staticlet diff).
 //
 // It does not compute pod status: the reconciler builds each Pod and hands it
-// to the Store, which only keeps copies. It does not read logs either: the
+// to the Store, which only keeps copies. Nor does it know the node's CDI
+// devices: a DeviceLister names them, and GET /devices adds the containers
+// holding each from the pods' statuses (allocatedResourcesStatus) and CDI
+// annotations. It does not read logs either: the
 // server streams them through a LogOpener that the caller provides; nor
 // does it run commands in containers, which an ExecFunc does.
 //

@@ -88,9 +88,16 @@ func (s *Store) pressureLocked() []string {
 	return out
 }
 
-// node serves GET /node.
+// node serves GET /node: the store's node, with its CDI devices as its
+// capacity and allocatable (see deviceCapacity).
 func (s *Server) node(w http.ResponseWriter, r *http.Request) {
-	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Node())
+	n := s.cfg.Store.Node()
+	if s.cfg.Devices != nil {
+		if c := deviceCapacity(s.cfg.Devices().Devices); len(c) > 0 {
+			n.Status.Capacity, n.Status.Allocatable = c, c.DeepCopy()
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, n)
 }
 
 // Node returns the node with its conditions (GET /node).

@@ -69,6 +69,9 @@ type ServerConfig struct {
 	Exec ExecFunc
 	// Images lists the runtime's images for GET /images; nil lists none.
 	Images ImageLister
+	// Devices lists the node's CDI devices for GET /devices; nil lists
+	// none.
+	Devices DeviceLister
 	// Stats samples the pods' usage for GET /stats/pods; nil makes it
 	// answer 501.
 	Stats StatsReader
@@ -121,6 +124,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /secrets/{namespace}/{name}", s.secret)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /images", s.images)
+	mux.HandleFunc("GET /devices", s.devices)
 	mux.HandleFunc("GET /stats/pods", s.podStats)
 	mux.HandleFunc("GET /node", s.node)
 	if s.cfg.Metrics != nil {

@@ -3,11 +3,8 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -306,11 +303,7 @@ func TestRootDirFull(t *testing.T) {
 	if out, err := d.CLI("describe", "node"); err != nil || !strings.Contains(out, "KubeletHasDiskPressure") || !strings.Contains(out, e.Root) {
 		t.Errorf("describe node = %q, %v; want the DiskPressure reason naming %s", out, err, e.Root)
 	}
-	socket := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", d.Socket)
-		},
-	}}
+	socket := metricstest.SocketClient(d.Socket)
 	samples, err := metricstest.Scrape(t.Context(), socket, "http://staticlet/metrics")
 	if err != nil {
 		t.Fatal(err)

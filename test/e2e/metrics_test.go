@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -53,11 +51,7 @@ func TestMetrics(t *testing.T) {
 	e.Write("crasher.yaml", strings.NewReplacer("NAME", "crasher", "POLICY", "Always", "CODE", "1").Replace(exiter))
 	e.Write("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec: {containers: [{name: x}], bogus: 1}\n")
 
-	socket := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", d.Socket)
-		},
-	}}
+	socket := metricstest.SocketClient(d.Socket)
 	tcp := &http.Client{Timeout: 10 * time.Second}
 	var last []metricstest.Sample
 	// waitMetric waits until the socket's scrape has a series name with

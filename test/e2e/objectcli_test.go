@@ -55,26 +55,35 @@ func TestObjectCommands(t *testing.T) {
 		{[]string{"get", "manifests"}, []string{"OBJECTS", "configmap/default/app-config,secret/kube-system/app-secret"}},
 		{[]string{"__complete", "describe", "secret", "--status-socket=" + d.Socket, "app-"}, []string{"app-secret"}},
 	} {
-		var out string
-		var err error
-		if tt.args[0] == "__complete" {
-			// The word completed is last: the socket is among the args.
-			var b []byte
-			b, err = exec.Command(harness.Binary(t), tt.args...).Output()
-			out = string(b)
-		} else {
-			out, err = d.CLI(tt.args...)
-		}
-		if err != nil {
-			t.Errorf("staticlet %s: %v\n%s", strings.Join(tt.args, " "), err, out)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(out, w) {
-				t.Errorf("staticlet %s lacks %q:\n%s", strings.Join(tt.args, " "), w, out)
-			}
-		}
+		out := cliWants(t, d, tt.args, tt.want)
 		if strings.Contains(out, objectCLIValue) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(objectCLIValue))) {
 			t.Errorf("staticlet %s shows the secret value:\n%s", strings.Join(tt.args, " "), out)
 		}
 	}
+}
+
+// cliWants runs staticlet with args against d, or, when args start with
+// __complete, as they are (the word completed is last, so they name the
+// socket themselves); it fails t unless the command succeeds and its
+// output holds each of want, and returns the output.
+func cliWants(t *testing.T, d *harness.Daemon, args, want []string) string {
+	t.Helper()
+	var out string
+	var err error
+	if args[0] == "__complete" {
+		var b []byte
+		b, err = exec.Command(harness.Binary(t), args...).Output()
+		out = string(b)
+	} else {
+		out, err = d.CLI(args...)
+	}
+	if err != nil {
+		t.Errorf("staticlet %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("staticlet %s lacks %q:\n%s", strings.Join(args, " "), w, out)
+		}
+	}
+	return out
 }

@@ -90,9 +90,9 @@ func DescribePod(w io.Writer, p *v1.Pod, events []pod.Event, now time.Time) erro
 		}
 	}
 	if len(p.Spec.InitContainers) > 0 {
-		d.containers("Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses)
+		d.containers("Init Containers", p.Spec.InitContainers, p.Status.InitContainerStatuses, p.Annotations)
 	}
-	d.containers("Containers", p.Spec.Containers, p.Status.ContainerStatuses)
+	d.containers("Containers", p.Spec.Containers, p.Status.ContainerStatuses, p.Annotations)
 	if len(p.Status.Conditions) > 0 {
 		d.line(0, "Conditions:\n")
 		d.line(1, "Type\tStatus\n")
@@ -144,7 +144,9 @@ func (d *describer) multiline(title string, m map[string]string, sep string, max
 	}
 }
 
-func (d *describer) containers(title string, specs []v1.Container, statuses []v1.ContainerStatus) {
+// containers writes a pod's containers of one sort (init or app); the
+// pod's annotations name devices for each (see devices).
+func (d *describer) containers(title string, specs []v1.Container, statuses []v1.ContainerStatus, annotations map[string]string) {
 	d.line(0, "%s:\n", title)
 	for _, c := range specs {
 		var st *v1.ContainerStatus
@@ -186,8 +188,9 @@ func (d *describer) containers(title string, specs []v1.Container, statuses []v1
 			}
 			d.line(2, "Restart Count:\t%d\n", st.RestartCount)
 		}
-		d.resources("Limits", c.Resources.Limits)
-		d.resources("Requests", c.Resources.Requests)
+		d.resources(2, "Limits", c.Resources.Limits)
+		d.resources(2, "Requests", c.Resources.Requests)
+		d.devices(annotations, st)
 		for _, pr := range []struct {
 			name  string
 			probe *v1.Probe
@@ -254,11 +257,13 @@ func (d *describer) state(title string, s v1.ContainerState) {
 	}
 }
 
-func (d *describer) resources(title string, rl v1.ResourceList) {
+// resources writes a resource list at level, sorted by name; nothing
+// when it is empty.
+func (d *describer) resources(level int, title string, rl v1.ResourceList) {
 	if len(rl) == 0 {
 		return
 	}
-	d.line(2, "%s:\n", title)
+	d.line(level, "%s:\n", title)
 	names := make([]string, 0, len(rl))
 	for n := range rl {
 		names = append(names, string(n))
@@ -266,7 +271,7 @@ func (d *describer) resources(title string, rl v1.ResourceList) {
 	slices.Sort(names)
 	for _, n := range names {
 		q := rl[v1.ResourceName(n)]
-		d.line(3, "%s:\t%s\n", n, q.String())
+		d.line(level+1, "%s:\t%s\n", n, q.String())
 	}
 }
 

@@ -1,10 +1,10 @@
 // Package printers writes what the status API returns for a person at a
 // terminal, the way kubectl does: the tables of `staticlet get` (pods,
-// manifests, images), the text of `staticlet describe pod`, the unified
+// manifests, images, devices), the text of `staticlet describe pod`, the unified
 // diffs of `staticlet diff`, and any object as JSON or YAML.
 //
 // It only formats: it takes the objects (core/v1 Pods, the status
-// package's Manifest and ImageList types, events) and the time to measure
+// package's Manifest, ImageList and Device types, events) and the time to measure
 // ages from, and writes to an io.Writer. It does not fetch them, nor decide
 // anything about a pod: a column such as STATUS is computed from the pod's
 // status as kubectl computes it. The status package never imports it; the

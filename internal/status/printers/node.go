@@ -41,7 +41,8 @@ func nodeStatus(n *v1.Node) string {
 }
 
 // DescribeNode writes n the way "kubectl describe node" starts: its name,
-// creation and conditions, each with when it last changed and why.
+// creation and conditions, each with when it last changed and why; then
+// its capacity and allocatable (the CDI devices by kind), when it has any.
 func DescribeNode(w io.Writer, n *v1.Node, now time.Time) error {
 	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0), now: now}
 	d.line(0, "Name:\t%s\n", n.Name)
@@ -52,6 +53,8 @@ func DescribeNode(w io.Writer, n *v1.Node, now time.Time) error {
 	for _, c := range n.Status.Conditions {
 		d.line(1, "%s \t%s \t%s \t%s \t%s\n", c.Type, c.Status, timeString(c.LastTransitionTime), c.Reason, c.Message)
 	}
+	d.resources(0, "Capacity", n.Status.Capacity)
+	d.resources(0, "Allocatable", n.Status.Allocatable)
 	if v := n.Status.NodeInfo.KubeletVersion; v != "" {
 		d.line(0, "Version:\t%s\n", v)
 	}

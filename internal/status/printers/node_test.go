@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -36,7 +37,9 @@ func TestDescribeNode(t *testing.T) {
 	n := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", CreationTimestamp: metav1.NewTime(start)},
 		Status: v1.NodeStatus{
-			NodeInfo: v1.NodeSystemInfo{KubeletVersion: "v1.2.3"},
+			NodeInfo:    v1.NodeSystemInfo{KubeletVersion: "v1.2.3"},
+			Capacity:    v1.ResourceList{"example.test/dev": resource.MustParse("2")},
+			Allocatable: v1.ResourceList{"example.test/dev": resource.MustParse("2")},
 			Conditions: []v1.NodeCondition{
 				{Type: v1.NodeDiskPressure, Status: v1.ConditionTrue, Reason: "KubeletHasDiskPressure", Message: "/r: nodefs.available 0% < 10%"},
 				{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady"},
@@ -47,7 +50,8 @@ func TestDescribeNode(t *testing.T) {
 	if err := DescribeNode(&b, n, start.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Name:", "n1", "Conditions:", "DiskPressure", "KubeletHasDiskPressure", "/r: nodefs.available 0% < 10%", "v1.2.3"} {
+	for _, want := range []string{"Name:", "n1", "Conditions:", "DiskPressure", "KubeletHasDiskPressure", "/r: nodefs.available 0% < 10%", "v1.2.3",
+		"Capacity:\n  example.test/dev:  2\nAllocatable:\n  example.test/dev:  2\n"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("DescribeNode() lacks %q:\n%s", want, b.String())
 		}

@@ -8,8 +8,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -55,6 +57,17 @@ func Parse(r io.Reader) ([]Sample, error) {
 		}
 	}
 	return out, nil
+}
+
+// SocketClient is an HTTP client that reaches the server on the unix
+// socket at path whatever the URL's host (staticlet's status socket),
+// with a 10 s timeout.
+func SocketClient(path string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		},
+	}}
 }
 
 // Scrape gets url with c and parses the answer.
