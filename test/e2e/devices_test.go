@@ -3,6 +3,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,7 +100,7 @@ func TestDevicesPrivileged(t *testing.T) {
 // Warning event. staticlet killed with SIGKILL and started again keeps
 // every allocation and restarts nothing. Once one of the holders is
 // removed, the third starts at once (its freed device wakes it), not
-// when its backoff ends.
+// when its backoff ends. GET /devices lists the holders throughout.
 func TestDevicesExclusive(t *testing.T) {
 	e := harness.NewEnv(t)
 	d, specDir := startWithVendor(t, e, 2)
@@ -165,6 +166,12 @@ func TestDevicesExclusive(t *testing.T) {
 		t.Errorf("pods %s and %s hold the same device %s", running[0], running[1], held[running[0]][0])
 	}
 
+	wantDevices := map[string]string{}
+	for _, name := range running {
+		wantDevices[held[name][0]] = "allocated default/" + full(name) + "/main"
+	}
+	devicesListed(t, d, wantDevices)
+
 	// A crash and a restart of staticlet change nothing.
 	d.Kill()
 	d = e.Start("--cdi-spec-dirs", specDir)
@@ -177,6 +184,7 @@ func TestDevicesExclusive(t *testing.T) {
 		}
 	}
 	d.WaitPod(full(waiting), 30*time.Second, waiting+" waiting again", waitingFor([]string{"InsufficientDevices"}))
+	devicesListed(t, d, wantDevices)
 
 	// Removing a holder lets the third start, once its retries have
 	// backed off to seconds apart: the freed device wakes it.
@@ -202,6 +210,32 @@ func TestDevicesExclusive(t *testing.T) {
 	}
 	if got := heldDevices(p); !slices.Equal(got, held[gone]) {
 		t.Errorf("pod %s holds %v, want %v, which %s held", waiting, got, held[gone], gone)
+	}
+	wantDevices[held[gone][0]] = "allocated default/" + full(waiting) + "/main"
+	devicesListed(t, d, wantDevices)
+}
+
+// devicesListed checks the devices d's GET /devices lists (as get devices
+// shows them): each device's state and holders ("allocated ns/pod/c"),
+// "free" for none; a device is free unless want names it.
+func devicesListed(t *testing.T, d *harness.Daemon, want map[string]string) {
+	t.Helper()
+	list, err := d.Client().Devices(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, dev := range list.Devices {
+		s := dev.State
+		for _, h := range dev.HeldBy {
+			s += " " + h.Pod + "/" + h.Container
+		}
+		if s != "free" {
+			got[dev.Name] = s
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("GET /devices lists %v, want %v (others free)", got, want)
 	}
 }
 
@@ -233,8 +267,8 @@ func nextRetry(t *testing.T, out, pod string) time.Time {
 
 // TestDevicesAnnotationAll: a pod whose CDI annotation names every device
 // of the kind (=all) sees and writes each, holding none: two pods asking
-// for one each by their limits still run beside it. A plain pod sees
-// none of them.
+// for one each by their limits still run beside it, and GET /devices
+// lists every holder. A plain pod sees none of them.
 func TestDevicesAnnotationAll(t *testing.T) {
 	e := harness.NewEnv(t)
 	d, _ := startWithVendor(t, e, 2)
@@ -256,12 +290,24 @@ func TestDevicesAnnotationAll(t *testing.T) {
 			t.Errorf("pod %s holds %v; annotations hold nothing", pod, held)
 		}
 	}
+	holders := map[string][]string{
+		devKind + "=d0": {"default/all-" + harness.TestNode + "/main"},
+		devKind + "=d1": {"default/all-" + harness.TestNode + "/main", "default/one-" + harness.TestNode + "/main"},
+	}
 	for _, pod := range []string{"a", "b"} {
 		p := d.WaitPod(pod+"-"+harness.TestNode, time.Minute, pod+" running", harness.Running)
-		if held := heldDevices(p); len(held) != 1 {
-			t.Errorf("pod %s holds %v, want one device", pod, held)
+		held := heldDevices(p)
+		if len(held) != 1 {
+			t.Fatalf("pod %s holds %v, want one device", pod, held)
 		}
+		holders[held[0]] = append(holders[held[0]], "default/"+pod+"-"+harness.TestNode+"/main")
 	}
+	want := map[string]string{}
+	for dev, hs := range holders {
+		slices.Sort(hs)
+		want[dev] = "allocated " + strings.Join(hs, " ")
+	}
+	devicesListed(t, d, want)
 }
 
 // TestDevicesValidation: a fractional count of devices, a request unequal
