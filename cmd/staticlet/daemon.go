@@ -73,12 +73,15 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	store := status.NewStore()
 	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
 	// The CDI devices: read now, watched under the errgroup below.
-	// A change of the specs has the merger judge the pods' devices again.
-	devicesChanged := make(chan struct{}, 1)
+	// A change of the specs has the merger judge the pods' devices again,
+	// and wakes the containers waiting for devices (some may be new).
+	devicesChanged, specsChanged := make(chan struct{}, 1), make(chan struct{}, 1)
 	deviceRegistry := devices.New(devices.Config{SpecDirs: cfg.runtime.cdiSpecDirs, Logger: logger, Changed: func() {
-		select {
-		case devicesChanged <- struct{}{}:
-		default:
+		for _, ch := range []chan struct{}{devicesChanged, specsChanged} {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
 		}
 	}})
 	nodeDevices := deviceLister(deviceRegistry)
@@ -110,6 +113,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	// looked at again as often as the manifests.
 	files := filewatch.New(filewatch.Config{Resync: cfg.dirSource.fileCheckFrequency, Logger: logger})
 	arrived := make(chan []string)
+	devicesToTry := make(chan []string)
 	rec := reconcile.New(reconcile.Config{
 		Runtime:  rt,
 		Reporter: rep,
@@ -119,7 +123,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Logger:   logger,
 
 		ImagesArrived: arrived,
-		DevicesFreed:  rt.DevicesFreed(),
+		DevicesFreed:  devicesToTry,
 		Watcher:       files,
 		FileChanges:   files.Changes(),
 	})
@@ -174,6 +178,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	g.Go(func() error { return merger.Run(ctx, snapshots, desiredSets) })
 	g.Go(func() error { return logd.Keep(ctx, logInstall, logDaemonCheck, logger) })
 	g.Go(func() error { return deviceRegistry.Run(ctx) })
+	g.Go(func() error {
+		return wakeForDevices(ctx, rt.DevicesFreed(), specsChanged, deviceRegistry.Kinds, devicesToTry)
+	})
 	g.Go(func() error { return runLogBudget(ctx, cfg.logs.dir, logBudget, logger) })
 	g.Go(func() error { return newDiskMonitor(cfg, store, logger).Run(ctx) })
 	g.Go(func() error { return rt.Exits(ctx, exits) })
@@ -205,6 +212,30 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	err = g.Wait()
 	logger.Info("staticlet stopped; pods keep running")
 	return err
+}
+
+// wakeForDevices tells out the kinds of CDI devices that containers
+// waiting for devices (InsufficientDevices) may find free now: those the
+// runtime freed (freed), and every kind the specs name when they changed
+// (changed), as a device may have been added. It returns when ctx ends.
+func wakeForDevices(ctx context.Context, freed <-chan []string, changed <-chan struct{}, kinds func() []devices.Kind, out chan<- []string) error {
+	for {
+		var names []string
+		select {
+		case <-ctx.Done():
+			return nil
+		case names = <-freed:
+		case <-changed:
+			for _, k := range kinds() {
+				names = append(names, k.Name)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case out <- names:
+		}
+	}
 }
 
 // check completes cfg where a flag's default needs the host (the node

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -54,5 +55,27 @@ func TestDeviceLister(t *testing.T) {
 	wantCounts := []metrics.DeviceCounts{{Kind: "example.test/dev", Free: 1, Allocated: 1, Shared: 1}, {Kind: "other.test/gone", Shared: 1}}
 	if !reflect.DeepEqual(got, wantCounts) {
 		t.Errorf("deviceCounts() = %+v, want %+v", got, wantCounts)
+	}
+}
+
+// TestWakeForDevices: the reconciler is told the kinds the runtime
+// freed, and every kind the specs name when they changed.
+func TestWakeForDevices(t *testing.T) {
+	freed, changed, out := make(chan []string), make(chan struct{}), make(chan []string)
+	kinds := func() []devices.Kind { return []devices.Kind{{Name: "a.test/x"}, {Name: "b.test/y"}} }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- wakeForDevices(ctx, freed, changed, kinds, out) }()
+	freed <- []string{"b.test/y"}
+	if got := <-out; !reflect.DeepEqual(got, []string{"b.test/y"}) {
+		t.Errorf("after a release: %v, want [b.test/y]", got)
+	}
+	changed <- struct{}{}
+	if got := <-out; !reflect.DeepEqual(got, []string{"a.test/x", "b.test/y"}) {
+		t.Errorf("after the specs changed: %v, want every kind", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("wakeForDevices = %v once its context ended", err)
 	}
 }

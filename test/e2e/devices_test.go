@@ -425,3 +425,88 @@ func TestDevicesCgroup(t *testing.T) {
 		}
 	}
 }
+
+// TestDevicesSpecChanges: the specs change under running pods. A device
+// added to the spec starts a pod waiting for one at once. A spec removed
+// leaves its devices' holders running, their files in error naming the
+// field, the devices listed held with no spec; written back, the errors
+// go and nothing restarted.
+func TestDevicesSpecChanges(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, specDir := startWithVendor(t, e, 1)
+	full := func(name string) string { return name + "-" + harness.TestNode }
+	e.Write("a.yaml", devicePod("a", "", askDevices(devKind, "1")))
+	first := d.WaitPod(full("a"), time.Minute, "a running", harness.Running)
+	e.Write("b.yaml", devicePod("b", "", askDevices(devKind, "1")))
+	d.WaitPod(full("b"), time.Minute, "b waiting for devices", waitingFor([]string{"InsufficientDevices"}))
+
+	// A second device.
+	var due time.Time
+	harness.WaitFor(t, 30*time.Second, "the retries of b backing off to 3s", func() (bool, string) {
+		due = nextRetry(t, d.Out.String(), "default/"+full("b"))
+		return time.Until(due) > 3*time.Second, "next retry at " + due.String()
+	})
+	spec := cditest.WriteVendor(t, specDir, devKind, "testdev", 2)
+	written := time.Now()
+	second := d.WaitPod(full("b"), 30*time.Second, "b running", harness.Running)
+	started := time.Now()
+	t.Logf("pod b running %s after a device was added, %s before its backoff ended", started.Sub(written).Round(time.Millisecond), due.Sub(started).Round(time.Millisecond))
+	if started.After(due) {
+		t.Errorf("pod b started at %s, after its backoff ended (%s): the added device did not wake it", started, due)
+	}
+	want := map[string]string{
+		devKind + "=d0": "allocated default/" + full("a") + "/main",
+		devKind + "=d1": "allocated default/" + full("b") + "/main",
+	}
+	devicesListed(t, d, want)
+
+	// The spec goes, then comes back.
+	if err := os.Rename(spec, spec+".away"); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitFor(t, 30*time.Second, "errors on a.yaml and b.yaml", func() (bool, string) {
+		ms, err := d.Client().Manifests(t.Context())
+		if err != nil {
+			return false, err.Error()
+		}
+		var errs []string
+		for _, m := range ms {
+			if m.Error != "" && strings.Contains(m.Error, "spec.containers[0].resources.limits["+devKind+"]") {
+				errs = append(errs, m.Error)
+			}
+		}
+		return len(errs) == 2, strings.Join(errs, "; ")
+	})
+	list, err := d.Client().Devices(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dev := range list.Devices {
+		if dev.Spec != "" {
+			t.Errorf("device %s listed with spec %s after its spec went", dev.Name, dev.Spec)
+		}
+	}
+	devicesListed(t, d, want)
+	if err := os.Rename(spec+".away", spec); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitFor(t, 30*time.Second, "no errors on the files", func() (bool, string) {
+		ms, err := d.Client().Manifests(t.Context())
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range ms {
+			if m.Error != "" {
+				return false, m.Error
+			}
+		}
+		return true, ""
+	})
+	for name, before := range map[string]*v1.Pod{"a": first, "b": second} {
+		p := d.WaitPod(full(name), 10*time.Second, name+" running", harness.Running)
+		if cs := p.Status.ContainerStatuses[0]; cs.ContainerID != before.Status.ContainerStatuses[0].ContainerID || cs.RestartCount != 0 {
+			t.Errorf("pod %s: container %s (restarts %d), want %s untouched", name, cs.ContainerID, cs.RestartCount, before.Status.ContainerStatuses[0].ContainerID)
+		}
+	}
+	devicesListed(t, d, want)
+}
