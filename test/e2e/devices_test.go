@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -509,4 +510,38 @@ func TestDevicesSpecChanges(t *testing.T) {
 		}
 	}
 	devicesListed(t, d, want)
+}
+
+// TestDevicesContainerRestart: a container that exits and is restarted
+// gets the device it had, though another is first in order now.
+func TestDevicesContainerRestart(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, _ := startWithVendor(t, e, 2)
+	full := func(name string) string { return name + "-" + harness.TestNode }
+	e.Write("a.yaml", devicePod("a", "", askDevices(devKind, "1")))
+	d.WaitPod(full("a"), time.Minute, "a running", harness.Running)
+	e.Write("b.yaml", devicePod("b", "", askDevices(devKind, "1")))
+	p := d.WaitPod(full("b"), time.Minute, "b running", harness.Running)
+	if got, want := heldDevices(p), []string{devKind + "=d1"}; !slices.Equal(got, want) {
+		t.Fatalf("pod b holds %v, want %v", got, want)
+	}
+	e.Remove("a.yaml")
+	harness.WaitFor(t, 30*time.Second, "a removed", func() (bool, string) {
+		_, err := d.Pod(full("a"))
+		return err != nil, "still listed"
+	})
+	// Its shell leaves its loop on SIGTERM, and is restarted.
+	before := p.Status.ContainerStatuses[0].ContainerID
+	if err := syscall.Kill(containerPid(t, e, p, "main"), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p = d.WaitPod(full("b"), 30*time.Second, "b restarted", func(p *v1.Pod) bool {
+		return harness.Running(p) && p.Status.ContainerStatuses[0].RestartCount == 1
+	})
+	if got, want := heldDevices(p), []string{devKind + "=d1"}; !slices.Equal(got, want) || p.Status.ContainerStatuses[0].ContainerID == before {
+		t.Errorf("pod b's restarted container %s holds %v, want a new container holding %v", p.Status.ContainerStatuses[0].ContainerID, got, want)
+	}
+	if got, want := devicesSeen(t, d, full("b")), "/dev/testdev1+w TESTDEV1=yes"; got != want {
+		t.Errorf("pod b sees %q after its restart, want %q", got, want)
+	}
 }
