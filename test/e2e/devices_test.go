@@ -545,3 +545,38 @@ func TestDevicesContainerRestart(t *testing.T) {
 		t.Errorf("pod b sees %q after its restart, want %q", got, want)
 	}
 }
+
+// TestDevicesReplaced: a pod holding the only device of its kind gets it
+// again when an edit of its manifest replaces its container, then its
+// whole sandbox, without waiting for it.
+func TestDevicesReplaced(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, _ := startWithVendor(t, e, 1)
+	name := "a-" + harness.TestNode
+	manifest := devicePod("a", "", askDevices(devKind, "1"))
+	e.Write("a.yaml", manifest)
+	p := d.WaitPod(name, time.Minute, "a running", harness.Running)
+	for _, edit := range []struct{ what, old, new string }{
+		{"its container", "sleep 1 &", "sleep 2 &"},
+		{"its sandbox", "spec:\n", "spec:\n  hostNetwork: true\n"},
+	} {
+		before := p.Status.ContainerStatuses[0].ContainerID
+		manifest = strings.Replace(manifest, edit.old, edit.new, 1)
+		e.Write("a.yaml", manifest)
+		p = d.WaitPod(name, 30*time.Second, "a with "+edit.what+" replaced", func(p *v1.Pod) bool {
+			return harness.Running(p) && p.Status.ContainerStatuses[0].ContainerID != before
+		})
+		if got, want := heldDevices(p), []string{devKind + "=d0"}; !slices.Equal(got, want) {
+			t.Errorf("pod a, %s replaced, holds %v, want %v", edit.what, got, want)
+		}
+	}
+	events, err := d.Client().Events(t.Context(), "default/"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		if ev.Type == pod.EventWarning {
+			t.Errorf("Warning event %s: %s", ev.Reason, ev.Message)
+		}
+	}
+}
