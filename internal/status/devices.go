@@ -85,8 +85,10 @@ type DeviceList struct {
 type DeviceLister func() DeviceList
 
 // HeldDevices returns devs with the containers of pods that hold each
-// (HeldBy), and so their State, init containers too: those their statuses name
-// (allocatedResourcesStatus), and, for every container made (with a
+// (HeldBy), and so their State, init containers too (but for a device
+// that one, done, passed on to a later container of its pod): those
+// their statuses name (allocatedResourcesStatus), and, for every
+// container made (with a
 // container ID), the devices its pod's CDI annotations name that its
 // status does not (vendor.com/class=all standing for every device of the
 // kind in devs, unless one is named all). A device that a container
@@ -103,8 +105,10 @@ func HeldDevices(devs []Device, pods []v1.Pod) []Device {
 	for _, p := range pods {
 		key := p.Namespace + "/" + p.Name
 		annotations := cdiAnnotations(p.Annotations)
-		for _, statuses := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		passedOn := passedOnDevices(&p)
+		for k, statuses := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
 			for _, cs := range statuses {
+				done := k == 0 && initDone(&p, cs)
 				reported := map[string]bool{}
 				for _, rs := range cs.AllocatedResourcesStatus {
 					reported[string(rs.Name)] = true
@@ -113,7 +117,9 @@ func HeldDevices(devs []Device, pods []v1.Pod) []Device {
 					holder := DeviceHolder{Pod: key, Container: cs.Name, Resource: string(rs.Name),
 						Exclusive: !strings.HasPrefix(string(rs.Name), pod.AnnotationCDIPrefix)}
 					for _, r := range rs.Resources {
-						h.add(string(r.ResourceID), holder)
+						if !done || !passedOn[string(r.ResourceID)] {
+							h.add(string(r.ResourceID), holder)
+						}
 					}
 				}
 				if cs.ContainerID == "" {
@@ -139,6 +145,37 @@ func HeldDevices(devs []Device, pods []v1.Pod) []Device {
 		h.out[i].State = deviceState(h.out[i].HeldBy)
 	}
 	return h.out
+}
+
+// passedOnDevices are the devices that p's containers other than its
+// init containers done (initDone) report: those may have come from one
+// of these, which no longer holds them.
+func passedOnDevices(p *v1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for k, statuses := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if k == 0 && initDone(p, cs) {
+				continue
+			}
+			for _, rs := range cs.AllocatedResourcesStatus {
+				for _, r := range rs.Resources {
+					out[string(r.ResourceID)] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// initDone tells whether cs, the status of an init container of p, says
+// it has run to its end, and it is not a sidecar: its devices went to
+// the pod's later containers, as the runtime hands them out.
+func initDone(p *v1.Pod, cs v1.ContainerStatus) bool {
+	if cs.State.Terminated == nil {
+		return false
+	}
+	i := slices.IndexFunc(p.Spec.InitContainers, func(c v1.Container) bool { return c.Name == cs.Name })
+	return i < 0 || p.Spec.InitContainers[i].RestartPolicy == nil || *p.Spec.InitContainers[i].RestartPolicy != v1.ContainerRestartPolicyAlways
 }
 
 // holdings gathers HeldDevices' answer: the devices, found by name.

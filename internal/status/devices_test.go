@@ -41,6 +41,22 @@ func annotated(annotations map[string]string, statuses ...v1.ContainerStatus) v1
 	}
 }
 
+// initDonePod is pod default/init: its init container setup, done, held
+// example.test/dev=0 and =1, and its main container took =0; its sidecar
+// (exited, to be restarted) holds example.test/cam=a.
+func initDonePod() v1.Pod {
+	p := devicePod("default", "init", map[string]map[string][]string{
+		"setup":   {"example.test/dev": {"example.test/dev=0", "example.test/dev=1"}},
+		"sidecar": {"example.test/cam": {"example.test/cam=a"}},
+	}, map[string]map[string][]string{"main": {"example.test/dev": {"example.test/dev=0"}}})
+	always := v1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers = []v1.Container{{Name: "setup"}, {Name: "sidecar", RestartPolicy: &always}}
+	for i := range p.Status.InitContainerStatuses {
+		p.Status.InitContainerStatuses[i].State.Terminated = &v1.ContainerStateTerminated{}
+	}
+	return p
+}
+
 func TestHeldDevices(t *testing.T) {
 	const spec = "/etc/cdi/test.yaml"
 	node := []Device{
@@ -68,6 +84,15 @@ func TestHeldDevices(t *testing.T) {
 			"example.test/dev=1": {{Pod: "default/b", Container: "main", Resource: "example.test/dev", Exclusive: true}},
 		},
 		states: []string{DeviceAllocated, DeviceAllocated, DeviceFree},
+	}, {
+		name: "an init container done holds only what no later container took",
+		pods: []v1.Pod{initDonePod()},
+		want: map[string][]DeviceHolder{
+			"example.test/dev=0": {{Pod: "default/init", Container: "main", Resource: "example.test/dev", Exclusive: true}},
+			"example.test/dev=1": {{Pod: "default/init", Container: "setup", Resource: "example.test/dev", Exclusive: true}},
+			"example.test/cam=a": {{Pod: "default/init", Container: "sidecar", Resource: "example.test/cam", Exclusive: true}},
+		},
+		states: []string{DeviceAllocated, DeviceAllocated, DeviceAllocated},
 	}, {
 		name: "an annotation shares with every container, beside a limit",
 		pods: []v1.Pod{

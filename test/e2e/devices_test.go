@@ -580,3 +580,22 @@ func TestDevicesReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestDevicesInitContainer: with one device, a pod's init container
+// holds it while it runs, and its main container takes it once the init
+// container has run to its end, as the kubelet's device manager lets it.
+func TestDevicesInitContainer(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, _ := startWithVendor(t, e, 1)
+	init := "  initContainers:\n  - name: init\n    image: localhost/busybox:test\n    command: [sh, -c, 'echo x > /dev/testdev0']\n" + askDevices(devKind, "1")
+	manifest := strings.Replace(devicePod("a", "", askDevices(devKind, "1")), "  containers:\n", init+"  containers:\n", 1)
+	e.Write("a.yaml", manifest)
+	p := d.WaitPod("a-"+harness.TestNode, time.Minute, "a running", harness.Running)
+	if ics := p.Status.InitContainerStatuses; len(ics) != 1 || ics[0].State.Terminated == nil || ics[0].State.Terminated.ExitCode != 0 {
+		t.Errorf("init container: %s, want it done, having written to its device", harness.Describe(p))
+	}
+	if got, want := devicesSeen(t, d, "a-"+harness.TestNode), "/dev/testdev0+w TESTDEV0=yes"; got != want {
+		t.Errorf("pod a's main container sees %q, want %q", got, want)
+	}
+	devicesListed(t, d, map[string]string{devKind + "=d0": "allocated default/a-" + harness.TestNode + "/main"})
+}
