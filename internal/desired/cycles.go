@@ -56,24 +56,33 @@ func refuseCycles(pods []*pod.Pod, files []watch.FileResult) ([]*pod.Pod, []watc
 // each file that defines one its error, once.
 func refusePods(pods []*pod.Pod, files []watch.FileResult, why map[pod.Key]error) ([]*pod.Pod, []watch.FileResult) {
 	kept := slices.DeleteFunc(slices.Clone(pods), func(p *pod.Pod) bool { return why[p.Key()] != nil })
+	out := flagPods(files, why)
+	for i := range out {
+		out[i].Pods = slices.DeleteFunc(slices.Clone(out[i].Pods), func(p *pod.Pod) bool { return why[p.Key()] != nil })
+	}
+	return kept, out
+}
+
+// flagPods gives each file that defines pods in why their errors, once
+// each, keeping the pods.
+func flagPods(files []watch.FileResult, why map[pod.Key]error) []watch.FileResult {
+	if len(why) == 0 {
+		return files
+	}
 	out := slices.Clone(files)
 	for i := range out {
 		f := &out[i]
 		var errs []error
-		f.Pods = slices.DeleteFunc(slices.Clone(f.Pods), func(p *pod.Pod) bool {
-			if e := why[p.Key()]; e != nil {
-				if !slices.Contains(errs, e) {
-					errs = append(errs, e)
-				}
-				return true
+		for _, p := range f.Pods {
+			if e := why[p.Key()]; e != nil && !slices.Contains(errs, e) {
+				errs = append(errs, e)
 			}
-			return false
-		})
+		}
 		if len(errs) > 0 {
 			f.Err = errors.Join(append([]error{f.Err}, errs...)...)
 		}
 	}
-	return kept, out
+	return out
 }
 
 // findCycles returns cycles of the "waits for" graph of pods, each

@@ -66,20 +66,29 @@ func unknownDevices(p *pod.Pod, devices DeviceCatalog) *DeviceError {
 }
 
 // refuseUnknownDevices takes out of pods those that ask for devices the
-// node lacks, and gives the files that define them a DeviceError. With
-// no catalog every pod stays.
-func refuseUnknownDevices(pods []*pod.Pod, files []watch.FileResult, devices DeviceCatalog) ([]*pod.Pod, []watch.FileResult) {
+// node lacks, and gives the files that define them a DeviceError. A pod
+// that passed before (its config hash in before), unchanged, stays
+// though, its file showing the error: a spec removed, or being
+// rewritten, stops no running pod, as a bad edit of its file does not.
+// It returns the config hashes of the pods it let through. With no
+// catalog every pod stays.
+func refuseUnknownDevices(pods []*pod.Pod, files []watch.FileResult, devices DeviceCatalog, before map[pod.Key]string) ([]*pod.Pod, []watch.FileResult, map[pod.Key]string) {
 	if devices == nil {
-		return pods, files
+		return pods, files, nil
 	}
-	bad := map[pod.Key]error{}
+	refused, kept := map[pod.Key]error{}, map[pod.Key]error{}
+	passed := map[pod.Key]string{}
 	for _, p := range pods {
+		hash := p.Annotations[pod.AnnotationHash]
 		if e := unknownDevices(p, devices); e != nil {
-			bad[p.Key()] = e
+			if h, ok := before[p.Key()]; !ok || h != hash {
+				refused[p.Key()] = e
+				continue
+			}
+			kept[p.Key()] = e
 		}
+		passed[p.Key()] = hash
 	}
-	if len(bad) == 0 {
-		return pods, files
-	}
-	return refusePods(pods, files, bad)
+	pods, files = refusePods(pods, files, refused)
+	return pods, flagPods(files, kept), passed
 }

@@ -92,7 +92,7 @@ func TestUnknownDevices(t *testing.T) {
 	for _, tt := range tests {
 		c := &catalog{}
 		c.set(tt.devices...)
-		pods, out := refuseUnknownDevices(podsOf(files), files, c)
+		pods, out, _ := refuseUnknownDevices(podsOf(files), files, c, nil)
 		if got := keys(pods); got != tt.running {
 			t.Errorf("devices %v: running %s, want %s", tt.devices, got, tt.running)
 		}
@@ -125,6 +125,32 @@ func TestDevicesChanged(t *testing.T) {
 	changed <- struct{}{}
 	if got := keys(<-out); got != "default/lim-n1" {
 		t.Fatalf("after the specs changed: %q, want the pod", got)
+	}
+}
+
+// TestUnknownDevicesKeepRunning: a pod that passed keeps running when the
+// specs no longer define its devices, its file showing the error; edited,
+// it is refused.
+func TestUnknownDevicesKeepRunning(t *testing.T) {
+	c := &catalog{}
+	c.set("example.test/dev=d0")
+	files := []watch.FileResult{decoded(t, "/m/lim.yaml", limitPod)}
+	_, _, passed := refuseUnknownDevices(podsOf(files), files, c, nil)
+	c.set()
+	for _, tt := range []struct {
+		name, manifest, running string
+	}{
+		{"unchanged", limitPod, "default/lim-n1"},
+		{"edited", strings.Replace(limitPod, "image: busybox", "image: busybox:2", 1), ""},
+	} {
+		files := []watch.FileResult{decoded(t, "/m/lim.yaml", tt.manifest)}
+		pods, out, _ := refuseUnknownDevices(podsOf(files), files, c, passed)
+		if got := keys(pods); got != tt.running || len(out[0].Pods) != len(pods) {
+			t.Errorf("%s, its devices gone: running %q (its file's pods %d), want %q", tt.name, got, len(out[0].Pods), tt.running)
+		}
+		if got, want := errText(out[0].Err), "no CDI spec on this node defines device kind example.test/dev"; !strings.Contains(got, want) {
+			t.Errorf("%s, its devices gone: file error %q, want %q", tt.name, got, want)
+		}
 	}
 }
 

@@ -140,6 +140,10 @@ type mergeState struct {
 	objects map[pod.ObjectKey]*pod.Object
 	// devices, when set, judges the devices pods ask for.
 	devices DeviceCatalog
+	// devicesPassed are the config hashes of the pods the last merge let
+	// through devices' judgment: those, unchanged, keep running when it
+	// turns against them.
+	devicesPassed map[pod.Key]string
 }
 
 func newMergeState(sources []string, logger *slog.Logger) *mergeState {
@@ -167,7 +171,7 @@ func (s *mergeState) merge() (pods []*pod.Pod, manifests []Manifest, complete bo
 	}
 	slices.SortFunc(snaps, func(a, b watch.Snapshot) int { return cmp.Compare(a.Source, b.Source) })
 	pods, files := Combine(snaps)
-	pods, files = refuseUnknownDevices(pods, files, s.devices)
+	pods, files, s.devicesPassed = refuseUnknownDevices(pods, files, s.devices, s.devicesPassed)
 	files, s.objects = keepImmutable(files, s.objects)
 	pods = resolveAll(pods, s.objects)
 	s.logged = logDuplicates(files, s.logged, s.logger)

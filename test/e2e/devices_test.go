@@ -430,8 +430,8 @@ func TestDevicesCgroup(t *testing.T) {
 // TestDevicesSpecChanges: the specs change under running pods. A device
 // added to the spec starts a pod waiting for one at once. A spec removed
 // leaves its devices' holders running, their files in error naming the
-// field, the devices listed held with no spec; written back, the errors
-// go and nothing restarted.
+// field, the devices listed held with no spec, while a pod written then
+// starts; written back, the errors go and nothing restarted.
 func TestDevicesSpecChanges(t *testing.T) {
 	e := harness.NewEnv(t)
 	d, specDir := startWithVendor(t, e, 1)
@@ -488,6 +488,16 @@ func TestDevicesSpecChanges(t *testing.T) {
 		}
 	}
 	devicesListed(t, d, want)
+	// A pod written after runs once the reconciler has the set without
+	// the spec: the holders still run then.
+	e.Write("c.yaml", devicePod("c", "", ""))
+	d.WaitPod(full("c"), 30*time.Second, "c running", harness.Running)
+	for name, before := range map[string]*v1.Pod{"a": first, "b": second} {
+		p, err := d.Pod(full(name))
+		if err != nil || !harness.Running(p) || p.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID {
+			t.Fatalf("pod %s, its spec gone: %v %v, want its container %s running", name, err, p, before.Status.ContainerStatuses[0].ContainerID)
+		}
+	}
 	if err := os.Rename(spec+".away", spec); err != nil {
 		t.Fatal(err)
 	}
