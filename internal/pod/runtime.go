@@ -124,6 +124,19 @@ func (e *WaitingError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error.
 func (e *WaitingError) Unwrap() error { return e.Err }
 
+// RunsAgain tells whether a container that exited with code is started
+// again under restart policy policy, as the kubelet decides: always under
+// Always, after a failure under OnFailure, never under Never.
+func RunsAgain(policy v1.RestartPolicy, code int32) bool {
+	switch policy {
+	case v1.RestartPolicyAlways:
+		return true
+	case v1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return false
+}
+
 // WaitingReason returns the kubelet-style reason carried by err, or fallback
 // when err carries none.
 func WaitingReason(err error, fallback string) string {

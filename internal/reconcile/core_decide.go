@@ -180,16 +180,7 @@ func decideContainer(c *v1.Container, recs []pod.Record, policy v1.RestartPolicy
 
 // restarts tells whether a container that exited with code is restarted
 // under policy.
-func restarts(policy v1.RestartPolicy, code int32) bool {
-	switch policy {
-	case v1.RestartPolicyAlways:
-		return true
-	case v1.RestartPolicyOnFailure:
-		return code != 0
-	default:
-		return false
-	}
-}
+func restarts(policy v1.RestartPolicy, code int32) bool { return pod.RunsAgain(policy, code) }
 
 // initPolicy is the restart policy of an init container: it never restarts
 // after success; after failure, unless the pod's policy is Never.

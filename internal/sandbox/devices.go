@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/containerd/containerd/api/types/task"
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	v1 "k8s.io/api/core/v1"
@@ -23,6 +25,14 @@ import (
 // with it in this label exists, running or exited, and free once the
 // container is removed.
 const LabelDevices = labelPrefix + "devices"
+
+// LabelRestarts is on a container that holds devices: whether it runs
+// again once it exited, as its pod's restartPolicy says for it (Always,
+// OnFailure or Never; an init container that is not a sidecar is
+// OnFailure unless its pod's policy is Never). A container that will not
+// run again holds its devices no longer, as the kubelet's device manager
+// frees those of a finished pod.
+const LabelRestarts = labelPrefix + "restarts"
 
 // deviceAllocator hands out the CDI devices containers ask for.
 type deviceAllocator struct {
@@ -122,6 +132,7 @@ func (r *Runtime) applyDevices(ctx context.Context, req pod.ContainerRequest, s 
 			return nil, err
 		}
 		labels[LabelDevices] = strings.Join(held, ",")
+		labels[LabelRestarts] = string(restartsOf(p, c, req.Kind))
 		named = append(named, held...)
 	}
 	if err := reg.Inject(s, named); err != nil {
@@ -166,6 +177,9 @@ func (r *Runtime) allocate(ctx context.Context, req pod.ContainerRequest, asked 
 	holders := map[string]string{} // device: the pod holding it
 	mine := map[string]bool{}
 	for _, c := range cs {
+		if r.finished(cctx, c) {
+			continue // it will not run again: its devices are free
+		}
 		reusable := c.Labels[LabelSandboxID] == req.Sandbox.ID &&
 			(c.Labels[LabelContainer] == req.Container.Name || r.initDone(cctx, req.Pod, c))
 		for _, d := range splitList(c.Labels[LabelDevices]) {
@@ -243,4 +257,53 @@ func chooseDevices(kind string, n int, all []string, holders map[string]string, 
 		return 1
 	})
 	return free[:n], nil
+}
+
+// restartsOf is whether container c of p, of kind, runs again after it
+// exits (LabelRestarts).
+func restartsOf(p *pod.Pod, c *v1.Container, kind pod.ContainerKind) v1.RestartPolicy {
+	policy := p.Spec.RestartPolicy
+	if kind != pod.KindInit {
+		return policy
+	}
+	switch {
+	case c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways:
+		return v1.RestartPolicyAlways // a sidecar
+	case policy == v1.RestartPolicyNever:
+		return v1.RestartPolicyNever
+	}
+	return v1.RestartPolicyOnFailure
+}
+
+// finished tells whether container c, which holds devices, exited and
+// will not run again: its exit code is in its labels or, not recorded
+// yet, in its stopped task's status.
+func (r *Runtime) finished(ctx context.Context, c containers.Container) bool {
+	policy, ok := c.Labels[LabelRestarts]
+	if !ok {
+		return false // made before the label; held until removed
+	}
+	code, err := strconv.ParseInt(c.Labels[LabelExitCode], 10, 32)
+	if _, recorded := c.Labels[LabelExitCode]; !recorded || err != nil {
+		t, err := r.getTask(ctx, c.ID)
+		if err != nil || t.Status != task.Status_STOPPED {
+			return false
+		}
+		code = int64(t.ExitStatus)
+	}
+	return !pod.RunsAgain(v1.RestartPolicy(policy), int32(code))
+}
+
+// exitFrees tells the kinds of the devices of container c, which exited
+// with code, when it will not run again: they are free now.
+func (r *Runtime) exitFrees(ctx context.Context, c client.Container, code uint32) {
+	info, err := c.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return
+	}
+	held, policy := info.Labels[LabelDevices], info.Labels[LabelRestarts]
+	if held == "" || policy == "" || pod.RunsAgain(v1.RestartPolicy(policy), int32(code)) {
+		return
+	}
+	r.devices.tellFreed(held)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/staticlet/staticlet/internal/devices"
 	"github.com/staticlet/staticlet/internal/pod"
 	"github.com/staticlet/staticlet/internal/testutil/cditest"
@@ -279,5 +281,64 @@ spec:
 	// The finished init container's device goes to the app container.
 	if app := h.start(p, sb, "app", 0); !slices.Equal(app.Devices, []string{"example.test/dev=d1"}) {
 		t.Errorf("app holds %v, want d1, its init container's", app.Devices)
+	}
+}
+
+// TestCDIFinishedPodFrees: the devices of a container that exited and
+// will not run again (restartPolicy Never) go to the next container that
+// asks, and its exit tells they are free; one that will run again
+// (Always) keeps them.
+func TestCDIFinishedPodFrees(t *testing.T) {
+	tier.Integration(t, "a private containerd")
+	reg := testVendor(t, 1)
+	h := newHarnessWith(t, func(c *Config) { c.Devices = reg })
+	exits := h.runExits()
+	out := t.TempDir()
+	limits := "    resources:\n      limits:\n        example.test/dev: 1"
+	job := func(name, policy string) *pod.Pod {
+		p := devicePod(h, name, out, "", limits, false, "exit 0")
+		p.Spec.RestartPolicy = v1.RestartPolicy(policy)
+		return p
+	}
+	waitExit := func(p *pod.Pod) {
+		t.Helper()
+		for e := nextExit(t, exits); e.Pod != p.Key() || e.OOM; e = nextExit(t, exits) {
+		}
+	}
+	always := job("always", "Always")
+	h.start(always, h.sandbox(always), "c", 0)
+	waitExit(always)
+	next := devicePod(h, "next", out, "", limits, false, idleScript)
+	nextSb := h.sandbox(next)
+	var we *pod.WaitingError
+	if _, err := h.rt.StartContainer(h.ctx(), h.request(next, nextSb, "c", 0)); !errors.As(err, &we) || we.Reason != "InsufficientDevices" {
+		t.Fatalf("a container that will run again gave its device away: %v", err)
+	}
+
+	never := job("never", "Never")
+	ctrs, err := h.rt.PodContainers(h.ctx(), always.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range ctrs {
+		if r.Kind != pod.KindSandbox {
+			if err := h.rt.RemoveContainer(h.ctx(), r.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	<-h.rt.DevicesFreed() // always's removal
+	h.start(never, h.sandbox(never), "c", 0)
+	waitExit(never)
+	select {
+	case kinds := <-h.rt.DevicesFreed():
+		if !slices.Equal(kinds, []string{"example.test/dev"}) {
+			t.Errorf("freed %v, want example.test/dev", kinds)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the exit under Never did not tell its device freed")
+	}
+	if rec := h.start(next, nextSb, "c", 0); !slices.Equal(rec.Devices, []string{"example.test/dev=d0"}) {
+		t.Errorf("the next container holds %v, want d0, the finished pod's", rec.Devices)
 	}
 }

@@ -136,6 +136,7 @@ func (r *Runtime) forwardExits(ctx context.Context, evs <-chan *events.Envelope,
 			if err := r.settleExit(ctx, c, exit, pid); err != nil {
 				r.cfg.Logger.Warn("recording a container exit", "container", exit.ContainerID, "err", err)
 			}
+			r.exitFrees(ctx, c, exit.ExitCode)
 		}
 	}
 }
