@@ -68,6 +68,12 @@ func (p *Pod) RestartOnChange() []string {
 	return out
 }
 
+// HasObjectVolumes tells whether p has a configMap, secret or projected
+// volume.
+func (p *Pod) HasObjectVolumes() bool {
+	return slices.ContainsFunc(p.Spec.Volumes, func(v v1.Volume) bool { return isObjectVolume(&v) })
+}
+
 // isObjectVolume tells whether vol holds ConfigMaps or Secrets.
 func isObjectVolume(vol *v1.Volume) bool {
 	return vol.ConfigMap != nil || vol.Secret != nil || vol.Projected != nil

@@ -29,7 +29,7 @@ type objectVolumes struct {
 // anew in its sandbox, unless they hold what its objects say already.
 func (c *podCore) volumesToSync() (syncVolumes, bool) {
 	p, sb := c.pass.p, c.pass.sync.sb
-	if sb.ID == "" || !hasObjectVolumes(p) {
+	if sb.ID == "" || !p.HasObjectVolumes() {
 		return syncVolumes{}, false
 	}
 	v := c.sandbox.volumes
@@ -80,15 +80,4 @@ func (c *podCore) objectsChanged(out []action) []action {
 	}
 	c.sandbox.volumes.watched = now
 	return c.converge(out)
-}
-
-// hasObjectVolumes tells whether p has a configMap, secret or projected
-// volume.
-func hasObjectVolumes(p *pod.Pod) bool {
-	for _, v := range p.Spec.Volumes {
-		if v.ConfigMap != nil || v.Secret != nil || v.Projected != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -112,27 +112,11 @@ func Merge(snaps []Snapshot) (pods []*pod.Pod, files []FileResult) {
 		fs := slices.Clone(s.Files)
 		slices.SortStableFunc(fs, func(a, b FileResult) int { return cmp.Compare(a.Path, b.Path) })
 		for _, f := range fs {
-			var dups []error
-			kept := f.Pods[:0:0]
-			for _, p := range f.Pods {
-				k := p.Key()
-				if w, ok := winner[k]; ok {
-					dups = append(dups, &DuplicateError{Key: k, Winner: w})
-					continue
-				}
-				winner[k] = f.Path
-				kept = append(kept, p)
-			}
-			keptObjs := f.Objects[:0:0]
-			for _, o := range f.Objects {
-				k := o.Key()
-				if w, ok := objWinner[k]; ok {
-					dups = append(dups, &DuplicateObjectError{Key: k, Winner: w})
-					continue
-				}
-				objWinner[k] = f.Path
-				keptObjs = append(keptObjs, o)
-			}
+			kept, dups := firstWins(f.Pods, f.Path, winner, (*pod.Pod).Key,
+				func(k pod.Key, w string) error { return &DuplicateError{Key: k, Winner: w} })
+			keptObjs, objDups := firstWins(f.Objects, f.Path, objWinner, (*pod.Object).Key,
+				func(k pod.ObjectKey, w string) error { return &DuplicateObjectError{Key: k, Winner: w} })
+			dups = append(dups, objDups...)
 			if len(dups) > 0 {
 				// Only rebuild the result when something collided, so that an
 				// unaffected file keeps its error value (and errors.Is on it) as is.
@@ -147,4 +131,22 @@ func Merge(snaps []Snapshot) (pods []*pod.Pod, files []FileResult) {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return pods, files
+}
+
+// firstWins keeps the items of the file at path whose key no file before
+// it defined (winner: key -> path of the definition in force, which it
+// completes), and returns an error made by dup for each of the others.
+func firstWins[T any, K comparable](items []T, path string, winner map[K]string, key func(T) K, dup func(K, string) error) ([]T, []error) {
+	var errs []error
+	kept := items[:0:0]
+	for _, it := range items {
+		k := key(it)
+		if w, ok := winner[k]; ok {
+			errs = append(errs, dup(k, w))
+			continue
+		}
+		winner[k] = path
+		kept = append(kept, it)
+	}
+	return kept, errs
 }
