@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,13 +17,20 @@ const (
 	notReadyReason = "KubeletNotReady"
 )
 
+// nodeState is what the store knows of the node.
+type nodeState struct {
+	node       v1.Node
+	conditions []v1.NodeCondition
+}
+
 // SetNode sets what the node object of GET /node says besides its
 // conditions: its name, its creation (when staticlet started) and its
 // info (kubeletVersion is staticlet's).
 func (s *Store) SetNode(n v1.Node) {
 	s.mu.Lock()
 	n.Status.Conditions = nil
-	s.node = n
+	s.node.node = n
+	s.revs.nodeChanged()
 	s.mu.Unlock()
 	s.notify()
 }
@@ -32,14 +40,19 @@ func (s *Store) SetNode(n v1.Node) {
 // it was.
 func (s *Store) SetNodeCondition(c v1.NodeCondition) {
 	s.mu.Lock()
-	i := slices.IndexFunc(s.nodeConditions, func(have v1.NodeCondition) bool { return have.Type == c.Type })
+	i := slices.IndexFunc(s.node.conditions, func(have v1.NodeCondition) bool { return have.Type == c.Type })
 	if i < 0 {
-		s.nodeConditions = append(s.nodeConditions, c)
+		s.node.conditions = append(s.node.conditions, c)
+		s.revs.nodeChanged()
 	} else {
-		if s.nodeConditions[i].Status == c.Status {
-			c.LastTransitionTime = s.nodeConditions[i].LastTransitionTime
+		old := s.node.conditions[i]
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
 		}
-		s.nodeConditions[i] = c
+		if old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message {
+			s.revs.nodeChanged()
+		}
+		s.node.conditions[i] = c
 	}
 	s.mu.Unlock()
 	s.notify()
@@ -51,8 +64,9 @@ func (s *Store) SetNodeCondition(c v1.NodeCondition) {
 func (s *Store) Node() *v1.Node {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.node.DeepCopy()
+	n := s.node.node.DeepCopy()
 	n.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
+	n.ResourceVersion = strconv.FormatUint(s.revs.node, 10)
 	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: notReadyReason,
 		Message: "staticlet is starting: the manifests or the first pass are not done", LastTransitionTime: n.CreationTimestamp}
 	if s.ready {
@@ -60,7 +74,7 @@ func (s *Store) Node() *v1.Node {
 		ready.LastTransitionTime = metav1.NewTime(s.readyAt)
 	}
 	order := []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
-	conds := slices.Clone(s.nodeConditions)
+	conds := slices.Clone(s.node.conditions)
 	slices.SortStableFunc(conds, func(a, b v1.NodeCondition) int {
 		return conditionRank(order, a.Type) - conditionRank(order, b.Type)
 	})
@@ -80,7 +94,7 @@ func conditionRank(order []v1.NodeConditionType, t v1.NodeConditionType) int {
 // true, such as DiskPressure, for the summary.
 func (s *Store) pressureLocked() []string {
 	var out []string
-	for _, c := range s.nodeConditions {
+	for _, c := range s.node.conditions {
 		if c.Type != v1.NodeReady && c.Status == v1.ConditionTrue {
 			out = append(out, string(c.Type))
 		}

@@ -59,10 +59,11 @@ type Store struct {
 	readyAt   time.Time
 	activity  string // what staticlet as a whole is doing, if anything special
 	// node and nodeConditions are the node of GET /node (see node.go).
-	node           v1.Node
-	nodeConditions []v1.NodeCondition
+	node nodeState
 	// objects are the ConfigMaps and Secrets in force (see objects.go).
 	objects objectSet
+	// revs numbers the pods' changes (see revision.go).
+	revs revisions
 }
 
 // NewStore returns an empty store that is not ready.
@@ -71,6 +72,7 @@ func NewStore() *Store {
 		changed: make(chan struct{}, 1),
 		pods:    make(map[pod.Key]*v1.Pod),
 		subs:    make(map[*Subscription]struct{}),
+		revs:    newRevisions(time.Now()),
 	}
 }
 
@@ -90,13 +92,14 @@ func (s *Store) notify() {
 func (s *Store) Changed() <-chan struct{} { return s.changed }
 
 // SetPod records p, replacing any pod with the same namespace and name. The
-// store keeps a deep copy, with apiVersion and kind set.
+// store keeps a deep copy, with apiVersion and kind set, and its
+// resourceVersion set to the revision of its latest change.
 func (s *Store) SetPod(p *v1.Pod) {
 	c := p.DeepCopy()
 	c.APIVersion, c.Kind = "v1", "Pod"
 	s.mu.Lock()
 	key := pod.Key{Namespace: c.Namespace, Name: c.Name}
-	s.pods[key] = c
+	s.setPodLocked(key, c)
 	s.podChangedLocked(key)
 	s.mu.Unlock()
 	s.notify()
@@ -105,8 +108,7 @@ func (s *Store) SetPod(p *v1.Pod) {
 // DeletePod forgets the pod with the given key; its events are kept.
 func (s *Store) DeletePod(key pod.Key) {
 	s.mu.Lock()
-	_, ok := s.pods[key]
-	delete(s.pods, key)
+	ok := s.deletePodLocked(key)
 	if ok {
 		s.podChangedLocked(key)
 	}
@@ -278,6 +280,7 @@ func (s *Store) SetReady() {
 	was := s.ready
 	if !was {
 		s.readyAt = time.Now()
+		s.revs.nodeChanged()
 	}
 	s.ready = true
 	s.mu.Unlock()

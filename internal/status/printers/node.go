@@ -63,3 +63,6 @@ func DescribeNode(w io.Writer, n *v1.Node, now time.Time) error {
 	}
 	return nil
 }
+
+// NodeStatus is the STATUS cell of n in the nodes table.
+func NodeStatus(n *v1.Node) string { return nodeStatus(n) }

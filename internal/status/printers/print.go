@@ -299,3 +299,15 @@ func Object(w io.Writer, obj any, format string) error {
 func timeString(t metav1.Time) string {
 	return t.Time.Format(time.RFC1123Z)
 }
+
+// PodCells returns the READY, STATUS, RESTARTS and AGE cells of p as the
+// pods table prints them, for other tables of pods (the Kubernetes API's
+// Table form).
+func PodCells(p *v1.Pod, now time.Time) (ready, status, restarts, age string) {
+	row := podRow(p, now)
+	return row.ready, row.status, row.restarts, podAge(p, now)
+}
+
+// Age formats now-t as kubectl's AGE columns do, "<unknown>" for a zero
+// time.
+func Age(t, now time.Time) string { return age(t, now) }

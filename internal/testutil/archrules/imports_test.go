@@ -81,9 +81,12 @@ var rules = map[string]rule{
 	"internal/storagelimit":    {product, []string{"internal/pod"}},
 	"internal/status":          {product, []string{"internal/pod"}},
 	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
-	"internal/sandbox":         {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/...", "internal/devices"}},
-	"internal/sandbox/spec":    {product, []string{"internal/pod"}},
-	"internal/sandbox/procfs":  {product, nil},
+	// The Kubernetes API: it serves the status store, with the printers'
+	// cells for its tables.
+	"internal/kubeapi":        {product, []string{"internal/pod", "internal/status", "internal/status/printers"}},
+	"internal/sandbox":        {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/...", "internal/devices"}},
+	"internal/sandbox/spec":   {product, []string{"internal/pod"}},
+	"internal/sandbox/procfs": {product, nil},
 
 	// The trades sandbox drives behind interfaces it declares. Each
 	// imports none of sandbox (its pure leaves spec and procfs aside)

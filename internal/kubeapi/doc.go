@@ -1,0 +1,19 @@
+// Package kubeapi serves the node's pods through the Kubernetes API, so
+// that kubectl, k9s, dashboards and client-go programs work against a node
+// that has no apiserver. It serves, from the status package's Store (the
+// one source of truth the status socket and the CLI read too), what those
+// clients ask for, in the apiserver's shapes: version and health,
+// discovery (the legacy documents and the aggregated ones), pods (list,
+// get and watch with resource versions, bookmarks, label and field
+// selectors, and the server-side Table form), namespaces and the node.
+//
+// It is read-only: a create, update, patch or delete answers 405 Method
+// Not Allowed with a Status naming the manifest file to edit, since the
+// files are the one source of truth for what runs.
+//
+// It authenticates clients by their TLS certificate alone: a request whose
+// connection presented no certificate verified by the server's TLS
+// configuration is answered 401, whatever it asks. It makes no
+// certificates itself (package pki does) and listens only where the
+// caller tells it.
+package kubeapi

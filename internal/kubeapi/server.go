@@ -1,0 +1,155 @@
+package kubeapi
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/staticlet/staticlet/internal/status"
+)
+
+const (
+	// shutdownTimeout bounds how long Serve waits for requests in flight.
+	shutdownTimeout = 5 * time.Second
+	// healthTimeout bounds one call of Config.Health.
+	healthTimeout = 2 * time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	// Store is the state to serve.
+	Store *status.Store
+	// NodeName is the node's name: the Node served and the pods' node.
+	NodeName string
+	// Version is staticlet's version, served in /version's gitVersion
+	// beside the Kubernetes API version it implements.
+	Version string
+	// Health reports whether staticlet is healthy (nil error), for
+	// /healthz and /livez; nil means always healthy.
+	Health func(ctx context.Context) error
+	// Logger receives request failures; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server serves the Kubernetes API. Create it with New.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	codecs    codecs
+	resources []*resource
+	// started is when the server was made: the creation time of the
+	// objects that have none of their own (namespaces).
+	started time.Time
+	// startRev is the store's revision then: the resourceVersion of those
+	// objects, which never change.
+	startRev uint64
+}
+
+// New returns a server for cfg. It starts nothing: call Serve.
+func New(cfg Config) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now(), startRev: cfg.Store.Revision()}
+	s.resources = s.coreResources()
+	return s
+}
+
+// Handler returns the API's HTTP handler, which authenticates every
+// request by the client certificate its TLS connection verified.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /version", s.version)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /livez", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /api", s.apiVersions)
+	mux.HandleFunc("GET /apis", s.apiGroups)
+	mux.HandleFunc("/api/", s.serveResource)
+	mux.HandleFunc("/apis/", s.serveResource)
+	mux.HandleFunc("/", s.notFound)
+	return s.authenticate(mux)
+}
+
+// Serve serves the API over TLS on ln until ctx is cancelled, then shuts
+// down, giving requests in flight a few seconds. It closes ln. tlsConfig
+// must verify client certificates it is given (the server answers 401 to
+// a client that gave none).
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         tlsConfig,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	what := "Kubernetes API on " + ln.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving %s: %w", what, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	shutdownErr := srv.Shutdown(sctx)
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving %s: %w", what, err)
+	}
+	if shutdownErr != nil {
+		srv.Close()
+		return fmt.Errorf("shutting down %s: %w", what, shutdownErr)
+	}
+	return nil
+}
+
+// authenticate answers 401 to a request whose connection presented no
+// verified client certificate, and passes the others to next.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			s.writeStatus(w, r, unauthorized())
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Health != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		defer cancel()
+		if err := s.cfg.Health(ctx); err != nil {
+			writeText(w, http.StatusInternalServerError, "[-]staticlet failed: "+err.Error()+"\nhealthz check failed")
+			return
+		}
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.cfg.Store.Ready() {
+		writeText(w, http.StatusInternalServerError,
+			"[-]manifests failed: waiting for every manifest source to be read and the first reconcile pass\nreadyz check failed")
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+func writeText(w http.ResponseWriter, code int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	fmt.Fprint(w, text)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeStatus(w, r, notFound("the server could not find the requested resource"))
+}

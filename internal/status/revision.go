@@ -1,0 +1,148 @@
+package status
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/staticlet/staticlet/internal/pod"
+)
+
+// maxPodHistory is how many pod changes the store keeps for watches that
+// resume from a resource version.
+const maxPodHistory = 4096
+
+// ErrRevisionGone is returned for a resource version the store no longer
+// has the changes after (or never had: one from before this staticlet
+// started); the caller lists again, as a Kubernetes client does on 410 Gone.
+var ErrRevisionGone = errors.New("resource version too old")
+
+// PodRevision is one change of a pod in the store's history.
+type PodRevision struct {
+	// Rev is the store's revision this change made.
+	Rev uint64
+	// Type is WatchAdded, WatchModified or WatchDeleted.
+	Type WatchEventType
+	// Pod is the pod after the change; for a deletion, its last state.
+	// Its resourceVersion is Rev.
+	Pod *v1.Pod
+}
+
+// revisions is the store's history of pod changes: every change that
+// alters a pod gets the next revision, which becomes the pod's
+// resourceVersion, as in the apiserver. Revisions start from the clock in
+// microseconds, so that they grow across restarts of staticlet and a
+// client's resource version from an earlier run is too old, never mistaken
+// for a current one. Guarded by Store.mu.
+type revisions struct {
+	rev uint64
+	// floor is the revision after which every change is in history.
+	floor   uint64
+	history []PodRevision // ring, len <= maxPodHistory
+	next    int           // index of the oldest entry once full
+	// node is the revision of the node's latest change.
+	node uint64
+}
+
+func newRevisions(now time.Time) revisions {
+	start := uint64(now.UnixMicro())
+	return revisions{rev: start, floor: start, node: start}
+}
+
+// record gives a pod change the next revision and keeps it in history.
+func (r *revisions) record(typ WatchEventType, p *v1.Pod) {
+	r.rev++
+	p.ResourceVersion = strconv.FormatUint(r.rev, 10)
+	c := PodRevision{Rev: r.rev, Type: typ, Pod: p}
+	if len(r.history) < maxPodHistory {
+		r.history = append(r.history, c)
+		return
+	}
+	r.floor = r.history[r.next].Rev
+	r.history[r.next] = c
+	r.next = (r.next + 1) % maxPodHistory
+}
+
+// nodeChanged gives a change of the node the next revision.
+func (r *revisions) nodeChanged() {
+	r.rev++
+	r.node = r.rev
+}
+
+// since returns the changes after rev, oldest first.
+func (r *revisions) since(rev uint64) ([]PodRevision, error) {
+	if rev < r.floor || rev > r.rev {
+		return nil, fmt.Errorf("resource version %d (changes are kept from %d to %d): %w", rev, r.floor, r.rev, ErrRevisionGone)
+	}
+	var out []PodRevision
+	for i := range r.history {
+		c := r.history[(r.next+i)%len(r.history)]
+		if c.Rev > rev {
+			out = append(out, PodRevision{Rev: c.Rev, Type: c.Type, Pod: c.Pod.DeepCopy()})
+		}
+	}
+	return out, nil
+}
+
+// setPodLocked stores c under key, giving it a new revision unless it is
+// the pod already stored with nothing changed. s.mu is held.
+func (s *Store) setPodLocked(key pod.Key, c *v1.Pod) {
+	old, ok := s.pods[key]
+	if ok {
+		c.ResourceVersion = old.ResourceVersion
+		if equality.Semantic.DeepEqual(old, c) {
+			return
+		}
+	}
+	typ := WatchAdded
+	if ok {
+		typ = WatchModified
+	}
+	s.pods[key] = c
+	s.revs.record(typ, c)
+}
+
+// deletePodLocked forgets the pod under key, recording its deletion. s.mu
+// is held.
+func (s *Store) deletePodLocked(key pod.Key) bool {
+	old, ok := s.pods[key]
+	if !ok {
+		return false
+	}
+	delete(s.pods, key)
+	s.revs.record(WatchDeleted, old.DeepCopy())
+	return true
+}
+
+// PodsAt returns copies of every pod, sorted by namespace then name, and
+// the store's revision they are the state at.
+func (s *Store) PodsAt() ([]v1.Pod, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := s.sortedKeysLocked()
+	out := make([]v1.Pod, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, *s.pods[k].DeepCopy())
+	}
+	return out, s.revs.rev
+}
+
+// PodChangesSince returns every change of a pod after revision rev, oldest
+// first, or ErrRevisionGone when the store no longer has them all.
+func (s *Store) PodChangesSince(rev uint64) ([]PodRevision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revs.since(rev)
+}
+
+// Revision returns the store's current revision: the resourceVersion of
+// its latest pod change.
+func (s *Store) Revision() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.revs.rev
+}
