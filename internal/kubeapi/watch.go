@@ -43,6 +43,11 @@ type watchStream struct {
 	// their last resourceVersion: what a deletion or a selector no longer
 	// matching must be told about.
 	sent map[types.NamespacedName]string
+	// resumed is set for a watch that started after a resourceVersion:
+	// the client knows the objects of that revision, which sent lacks,
+	// but for those in gone, which it was told were deleted.
+	resumed bool
+	gone    map[types.NamespacedName]bool
 }
 
 // serveWatch streams the changes of a collection's objects that the
@@ -83,7 +88,7 @@ func (s *Server) serveWatch(c *collection, w http.ResponseWriter, r *http.Reques
 	defer sub.Close()
 
 	ws := &watchStream{s: s, c: c, r: r, w: w, rc: http.NewResponseController(w), t: t,
-		table: t.as == asTable, sent: map[types.NamespacedName]string{}}
+		table: t.as == asTable, sent: map[types.NamespacedName]string{}, gone: map[types.NamespacedName]bool{}}
 	contentType := t.mediaType
 	if t.mediaType == mediaProtobuf {
 		contentType += ";stream=watch"
@@ -92,7 +97,8 @@ func (s *Server) serveWatch(c *collection, w http.ResponseWriter, r *http.Reques
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 
-	if initial || c.since == nil {
+	ws.resumed = !initial && c.since != nil
+	if !ws.resumed {
 		objs, rev := c.snapshot(req.namespace)
 		for _, obj := range objs {
 			if c.matches(obj, req.namespace, sel) && ws.send(watch.Added, obj) != nil {
@@ -156,6 +162,9 @@ func (ws *watchStream) changes(from uint64, ns string, sel selectors) (uint64, e
 func (ws *watchStream) apply(typ watch.EventType, obj runtime.Object, ns string, sel selectors) error {
 	key := objectKey(obj)
 	_, known := ws.sent[key]
+	if !known && ws.resumed && !ws.gone[key] {
+		known = typ != watch.Added
+	}
 	match := typ != watch.Deleted && ws.c.matches(obj, ns, sel)
 	switch {
 	case match && known:
@@ -201,8 +210,10 @@ func (ws *watchStream) send(typ watch.EventType, obj runtime.Object) error {
 	key := objectKey(obj)
 	if typ == watch.Deleted {
 		delete(ws.sent, key)
+		ws.gone[key] = true
 	} else {
 		ws.sent[key] = resourceVersion(obj)
+		delete(ws.gone, key)
 	}
 	var out runtime.Object = obj
 	switch {
