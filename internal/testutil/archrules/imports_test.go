@@ -122,6 +122,9 @@ var rules = map[string]rule{
 	// Disk pressure on the filesystems of the root dir and the logs:
 	// statfs against the kubelet's thresholds.
 	"internal/diskpressure": {product, nil},
+	// The Kubernetes API's CA, serving and admin certificates under the
+	// root dir, and the file recording the API's address.
+	"internal/kubeapi/pki": {product, nil},
 	// The kubelet's config file (run --config), parsed and applied to
 	// the variables behind run's flags.
 	"internal/kubeletconfig": {product, nil},
