@@ -57,7 +57,7 @@ var rules = map[string]rule{
 	// The command tree and client commands: they read manifests (pod,
 	// desired, watch) and the status socket; sandbox only for what
 	// version says of the node's cgroups.
-	"internal/cli": {product, []string{"internal/pod", "internal/desired", "internal/watch", "internal/status", "internal/status/printers", "internal/cgroups"}},
+	"internal/cli": {product, []string{"internal/pod", "internal/desired", "internal/watch", "internal/status", "internal/status/printers", "internal/cgroups", "internal/kubeapi/pki"}},
 	// The log daemon's own program: the daemon and nothing else.
 	"cmd/staticlet-logd": {product, []string{"internal/logd"}},
 
