@@ -202,7 +202,7 @@ func (b *Bundle) ensureLeaf(what, certFile, keyFile string, now time.Time, wrong
 		why = "it was not signed by the CA"
 	case now.Before(p.cert.NotBefore):
 		why = "it was not valid before " + p.cert.NotBefore.UTC().Format(time.RFC3339)
-	case !now.Before(renewAt(p.cert)):
+	case !now.Before(b.dueAt(p.cert)):
 		why = "it expires at " + p.cert.NotAfter.UTC().Format(time.RFC3339)
 	default:
 		why = wrong(p.cert)
@@ -230,15 +230,26 @@ func (b *Bundle) Issued() []string {
 }
 
 // RenewAt is when Refresh next has a leaf to issue: a third of its life
-// before the first of them expires.
+// before the first of them expires, or when the CA expires where the
+// leaves last as long as the CA already.
 func (b *Bundle) RenewAt() time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	t := renewAt(b.leaf.cert)
-	if a := renewAt(b.admin.cert); a.Before(t) {
+	t := b.dueAt(b.leaf.cert)
+	if a := b.dueAt(b.admin.cert); a.Before(t) {
 		t = a
 	}
 	return t
+}
+
+// dueAt is when a leaf is to be issued again: a third of its life before
+// it expires, unless it lasts as long as the CA, where a new one could
+// last no longer; then when the CA expires.
+func (b *Bundle) dueAt(cert *x509.Certificate) time.Time {
+	if !cert.NotAfter.Before(b.ca.cert.NotAfter) {
+		return b.ca.cert.NotAfter
+	}
+	return renewAt(cert)
 }
 
 // Pool holds the CA: the roots a client verifies the server with, and

@@ -317,7 +317,19 @@ func TestRefresh(t *testing.T) {
 		t.Errorf("after Refresh(10.0.0.9) the serving certificate covers %v", leaf.IPAddresses)
 	}
 
-	now = t0.Add(3651 * day)
+	// Near the CA's end the leaves last as long as the CA, and are not
+	// issued again until it expires.
+	caEnd := b.ca.cert.NotAfter
+	now = caEnd.Add(-10 * day)
+	if err := b.Refresh(nil); err != nil || len(b.Issued()) != 2 || !b.RenewAt().Equal(caEnd) {
+		t.Errorf("Refresh() 10 days before the CA expires = %v, issued %q, RenewAt %s; want both leaves, RenewAt %s", err, b.Issued(), b.RenewAt(), caEnd)
+	}
+	now = caEnd.Add(-day)
+	if err := b.Refresh(nil); err != nil || len(b.Issued()) != 0 {
+		t.Errorf("Refresh() a day before the CA expires = %v, issued %q; want nothing", err, b.Issued())
+	}
+
+	now = caEnd
 	if err := b.Refresh(nil); err == nil || !strings.Contains(err.Error(), "restart staticlet") {
 		t.Errorf("Refresh() after the CA expired = %v, want an error asking for a restart", err)
 	}
