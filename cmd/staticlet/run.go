@@ -132,7 +132,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.DurationVar(&cfg.dirSource.fileCheckFrequency, "file-check-frequency", 20*time.Second, "how often the manifest directory is re-read in full")
 	f.StringVar(&cfg.runtime.containerdAddress, "containerd-address", "/run/containerd/containerd.sock", "containerd's socket (unix:// optional)")
 	f.StringVar(&cfg.runtime.containerdNS, "containerd-namespace", "staticlet", "containerd namespace for staticlet's containers")
-	f.StringVar(&cfg.rootDir, "root-dir", "/var/lib/staticlet", "directory for pod state")
+	f.StringVar(&cfg.rootDir, "root-dir", cli.DefaultRootDir, "directory for pod state")
 	f.StringVar(&cfg.status.socket, "status-socket", cli.DefaultStatusSocket, "unix socket serving the status API")
 	f.StringVar(&cfg.status.group, "status-socket-group", "", "group allowed to read the status socket (mode 0660); root only if empty")
 	f.StringVar(&cfg.logs.dir, "pod-logs-dir", "/var/log/pods", "directory for container logs")

@@ -1,8 +1,9 @@
 // Package cli is staticlet's command line around the daemon: the cobra
 // command tree with the client commands (get, describe, logs, exec,
-// restart, top, wait, validate, diff, version), which ask a running
-// staticlet through its status socket or, for validate and diff, read
-// manifests themselves. It does not run pods: the daemon's command (run)
+// restart, top, wait, validate, diff, kubeconfig, version), which ask a
+// running staticlet through its status socket or, for validate and diff,
+// read manifests themselves (kubeconfig reads the API's certificates
+// under the root dir). It does not run pods: the daemon's command (run)
 // is built by the main package and handed to Root, and main turns a
 // command's error into the process's exit. Each command's goroutines end
 // before its run returns.
@@ -20,6 +21,10 @@ import (
 // told otherwise, and where the client commands look for it.
 const DefaultStatusSocket = "/run/staticlet/staticlet.sock"
 
+// DefaultRootDir is run's --root-dir unless told otherwise, where the
+// commands that read its files (kubeconfig) look.
+const DefaultRootDir = "/var/lib/staticlet"
+
 // Root returns staticlet's command tree: run, the daemon's command that
 // the caller builds, beside the client commands. version is what
 // `staticlet version` prints.
@@ -32,7 +37,7 @@ keeps them running, and reports their status on a local socket and to systemd.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(run, getCommand(), describeCommand(), logsCommand(), execCommand(), restartCommand(), topCommand(), waitCommand(), validateCommand(), diffCommand(), versionCommand(version))
+	root.AddCommand(run, getCommand(), describeCommand(), logsCommand(), execCommand(), restartCommand(), topCommand(), waitCommand(), validateCommand(), diffCommand(), kubeconfigCommand(), versionCommand(version))
 	return root
 }
 

@@ -57,7 +57,7 @@ var rules = map[string]rule{
 	// The command tree and client commands: they read manifests (pod,
 	// desired, watch) and the status socket; sandbox only for what
 	// version says of the node's cgroups.
-	"internal/cli": {product, []string{"internal/pod", "internal/desired", "internal/watch", "internal/status", "internal/status/printers", "internal/cgroups"}},
+	"internal/cli": {product, []string{"internal/pod", "internal/desired", "internal/watch", "internal/status", "internal/status/printers", "internal/cgroups", "internal/kubeapi/pki"}},
 	// The log daemon's own program: the daemon and nothing else.
 	"cmd/staticlet-logd": {product, []string{"internal/logd"}},
 
@@ -125,6 +125,9 @@ var rules = map[string]rule{
 	// Disk pressure on the filesystems of the root dir and the logs:
 	// statfs against the kubelet's thresholds.
 	"internal/diskpressure": {product, nil},
+	// The Kubernetes API's CA, serving and admin certificates under the
+	// root dir, and the file recording the API's address.
+	"internal/kubeapi/pki": {product, nil},
 	// The kubelet's config file (run --config), parsed and applied to
 	// the variables behind run's flags.
 	"internal/kubeletconfig": {product, nil},

@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/staticlet/staticlet/internal/kubeapi/pki"
+)
+
+// kubeconfigName names the kubeconfig's cluster, user and context.
+const kubeconfigName = "staticlet"
+
+func kubeconfigCommand() *cobra.Command {
+	var rootDir, address, output string
+	cmd := &cobra.Command{
+		Use:   "kubeconfig",
+		Short: "Print a kubeconfig for the node's Kubernetes API (run --api-address), as its admin",
+		Long: `Print a kubeconfig for the Kubernetes API that staticlet serves when run with
+--api-address: the API's address, its CA, and the admin client certificate
+and key staticlet keeps under <root-dir>/api. Whoever holds it is the node's
+admin; it is written 0600 with -o.`,
+		Example: `  # kubectl against this node
+  staticlet kubeconfig -o ~/.kube/staticlet.yaml
+  KUBECONFIG=~/.kube/staticlet.yaml kubectl get pods -A`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := kubeconfig(filepath.Join(rootDir, "api"), address, time.Now())
+			if err != nil {
+				return err
+			}
+			if output == "" {
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
+			}
+			return pki.WriteFile(output, data)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&rootDir, "root-dir", DefaultRootDir, "staticlet's root directory, as given to run")
+	f.StringVar(&address, "api-address", "", "the API's HOST:PORT (a bare PORT means 127.0.0.1); default: the address the running staticlet recorded in <root-dir>/api/address")
+	f.StringVarP(&output, "output", "o", "", "write the kubeconfig to FILE (mode 0600) instead of standard output")
+	return cmd
+}
+
+// kubeconfig is the kubeconfig for the API whose certificates are in dir,
+// at address, or at the address recorded in dir where it is empty.
+func kubeconfig(dir, address string, now time.Time) ([]byte, error) {
+	const first = "start staticlet with --api-address first"
+	client, err := pki.ReadClient(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no certificates for the Kubernetes API in %s (%w): %s", dir, err, first)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !now.Before(client.NotAfter) {
+		return nil, fmt.Errorf("the admin certificate in %s expired at %s: restart staticlet to have it issued again", dir, client.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if address == "" {
+		address, err = pki.ReadAddress(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no API address recorded in %s: %s, or give --api-address", filepath.Join(dir, pki.AddressFile), first)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	server, err := serverURL(address)
+	if err != nil {
+		return nil, err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[kubeconfigName] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: client.CAPEM}
+	cfg.AuthInfos[kubeconfigName] = &clientcmdapi.AuthInfo{ClientCertificateData: client.CertPEM, ClientKeyData: client.KeyPEM}
+	cfg.Contexts[kubeconfigName] = &clientcmdapi.Context{Cluster: kubeconfigName, AuthInfo: kubeconfigName}
+	cfg.CurrentContext = kubeconfigName
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	return data, nil
+}
+
+// serverURL is the URL a client reaches the API at, listening on
+// address: a bare port is on 127.0.0.1, as run takes one, and so is a
+// wildcard address, where the certificate covers loopback.
+func serverURL(address string) (string, error) {
+	if _, err := strconv.ParseUint(address, 10, 16); err == nil {
+		address = ":" + address
+	}
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return "", fmt.Errorf("the API address %q: %w", address, err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", fmt.Errorf("the API address %q: bad port %q", address, port)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(host, port), nil
+}
