@@ -366,14 +366,15 @@ func writeChanges(w io.Writer, changes []podChange) (int, error) {
 }
 
 // podYAML returns p as it runs, without what changes at every read or
-// edit (the UID and the annotations derived from it and the read time)
+// edit (the UID, the resourceVersion, and the annotations derived from
+// the UID and the read time)
 // and without its status: the part an edit decides. "" for nil.
 func podYAML(p *pod.Pod) string {
 	if p == nil {
 		return ""
 	}
 	c := p.Pod.DeepCopy()
-	c.UID = ""
+	c.UID, c.ResourceVersion = "", ""
 	for _, k := range []string{pod.AnnotationSeen, pod.AnnotationHash, pod.AnnotationSource} {
 		delete(c.Annotations, k)
 	}
