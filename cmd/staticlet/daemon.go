@@ -23,6 +23,7 @@ import (
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
+	"github.com/staticlet/staticlet/internal/kubeapi"
 	"github.com/staticlet/staticlet/internal/kubeletconfig"
 	"github.com/staticlet/staticlet/internal/logd"
 	"github.com/staticlet/staticlet/internal/metrics"
@@ -150,6 +151,11 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
+		Health: daemonHealth(rec, rt), Logger: logger})
+	if err != nil {
+		return err
+	}
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
 	shutdownConfig := cfg.shutdown
 	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
@@ -205,6 +211,9 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		g.Go(func() error { return server.ServeMetrics(ctx, metricsLn) })
 	}
 	g.Go(func() error { return server.Run(ctx) })
+	if api != nil {
+		g.Go(func() error { return api.Run(ctx) })
+	}
 	g.Go(func() error { return notifier.Run(ctx) })
 	g.Go(func() error { return shutdown.Run(ctx) })
 	logger.Info("staticlet started", "version", version, "manifest-dir", cfg.dirSource.path, "node", cfg.nodeName,

@@ -98,6 +98,7 @@ type statusConfig struct {
 	group          string // may read the socket; root only if empty
 	healthzAddress string // off if empty
 	metricsAddress string // off if empty
+	apiAddress     string // the Kubernetes API; off if empty
 }
 
 // defaultPodCIDR is the pod range when --pod-cidr is not given. It is
@@ -153,6 +154,7 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.DurationVar(&cfg.urlSource.httpCheckFrequency, "http-check-frequency", 20*time.Second, "how often --manifest-url is polled (less up to a fifth, at random)")
 	f.StringVar(&cfg.urlSource.caFile, "manifest-url-ca", "", "PEM file of the CAs an https --manifest-url is verified against, instead of the system's")
 	f.StringVar(&cfg.configFile, "config", "", "a kubelet.config.k8s.io/v1beta1 KubeletConfiguration file; flags given on the command line win over it")
+	f.StringVar(&cfg.status.apiAddress, "api-address", "", "host:port serving the Kubernetes API over TLS, for kubectl, k9s and client-go (e.g. 6443; a port alone is on 127.0.0.1; certificates under --root-dir/api, `staticlet kubeconfig` prints a kubeconfig); off if empty")
 	f.StringVar(&cfg.status.healthzAddress, "healthz-address", "", "host:port serving GET /healthz over TCP (e.g. 127.0.0.1:10248; a port alone is on 127.0.0.1); off if empty")
 	f.StringVar(&cfg.status.metricsAddress, "metrics-address", "", "host:port serving GET /metrics (Prometheus) over TCP (e.g. 127.0.0.1:10255; a port alone is on 127.0.0.1); off if empty. "+
 		"The status socket always serves it")
