@@ -26,9 +26,10 @@ func (s *Server) coreResources() []*resource {
 		{
 			gv: v1.SchemeGroupVersion, name: "pods", singular: "pod", kind: "Pod",
 			namespaced: true, shortNames: []string{"po"}, categories: []string{"all"},
-			get:    func(w http.ResponseWriter, r *http.Request, req request) { s.serveGet(pods, w, r, req) },
-			list:   func(w http.ResponseWriter, r *http.Request, req request) { s.serveList(pods, w, r, req) },
-			writes: s.podWrites,
+			get:          func(w http.ResponseWriter, r *http.Request, req request) { s.serveGet(pods, w, r, req) },
+			list:         func(w http.ResponseWriter, r *http.Request, req request) { s.serveList(pods, w, r, req) },
+			writes:       s.podWrites,
+			subresources: s.streamSubresources(),
 		},
 		{
 			gv: v1.SchemeGroupVersion, name: "nodes", singular: "node", kind: "Node",

@@ -34,6 +34,14 @@ type Config struct {
 	Health func(ctx context.Context) error
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
+	// Exec runs commands in containers, for pods/exec; nil answers 503.
+	Exec status.ExecFunc
+	// Logs opens containers' logs; pods/attach follows a container's from
+	// its end. Nil answers 503.
+	Logs status.LogOpener
+	// DialPod connects to a pod's port inside its network namespace, for
+	// pods/portforward; nil answers 503.
+	DialPod PodDialer
 }
 
 // Server serves the Kubernetes API. Create it with New.
