@@ -152,7 +152,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
-		Health: daemonHealth(rec, rt), Logger: logger})
+		Health: daemonHealth(rec, rt), Logger: logger,
+		Exec: execInContainer(rt), Logs: logOpener(store, cfg.logs.dir), DialPod: podDialer(rt)})
 	if err != nil {
 		return err
 	}
