@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/transport/spdy"
+	"k8s.io/client-go/util/exec"
+
+	"github.com/staticlet/staticlet/internal/testutil/harness"
+)
+
+// loopbackServerPod serves "hello from the pod" on 127.0.0.1:8080 inside
+// its network namespace only.
+const loopbackServerPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: lo
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: localhost/busybox:test
+    command: [sh, -c, "mkdir -p /www && echo hello from the pod > /www/index.html && trap 'exit 0' TERM; httpd -f -p 127.0.0.1:8080 -h /www & wait"]
+`
+
+// kubectlExecutor is the executor kubectl exec uses: WebSocket (v5)
+// first, SPDY when the upgrade fails.
+func kubectlExecutor(t *testing.T, cfg *rest.Config, u *url.URL) remotecommand.Executor {
+	t.Helper()
+	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := remotecommand.NewSPDYExecutor(cfg, "POST", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, sp, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+// TestKubeAPIExecAndPortForward: through the API, with the kubeconfig
+// staticlet prints, client-go runs commands in a real container as
+// kubectl exec does (output, input ended by the v5 CLOSE signal, the exit
+// code), and forwards a local port to a server that listens on 127.0.0.1
+// inside the pod, as kubectl port-forward does.
+func TestKubeAPIExecAndPortForward(t *testing.T) {
+	e := harness.NewEnv(t)
+	_, cfg, _ := startWithAPI(t, e)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Write("lo.yaml", loopbackServerPod)
+	name := "lo-" + harness.TestNode
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	harness.WaitFor(t, 60*time.Second, "the pod running, through the API", func() (bool, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return harness.Running(p), harness.Describe(p)
+	})
+	execURL := func(opts *v1.PodExecOptions) *url.URL {
+		return cs.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(name).
+			SubResource("exec").VersionedParams(opts, scheme.ParameterCodec).URL()
+	}
+
+	// Output on both streams and the exit code.
+	var out, errOut bytes.Buffer
+	err = kubectlExecutor(t, cfg, execURL(&v1.PodExecOptions{
+		Command: []string{"sh", "-c", "echo out; echo err >&2; exit 7"}, Stdout: true, Stderr: true,
+	})).StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
+	var exitErr exec.CodeExitError
+	if !errors.As(err, &exitErr) || exitErr.Code != 7 {
+		t.Errorf("exec exit 7 = %v (%T), want exit code 7", err, err)
+	}
+	if out.String() != "out\n" || errOut.String() != "err\n" {
+		t.Errorf("exec output %q, %q; want %q, %q", out.String(), errOut.String(), "out\n", "err\n")
+	}
+
+	// Input that ends: cat exits when the client's stdin does.
+	out.Reset()
+	err = kubectlExecutor(t, cfg, execURL(&v1.PodExecOptions{Command: []string{"cat"}, Stdin: true, Stdout: true})).
+		StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader("to cat\n"), Stdout: &out})
+	if err != nil || out.String() != "to cat\n" {
+		t.Errorf("exec cat = %q, %v; want %q", out.String(), err, "to cat\n")
+	}
+
+	// Port forwarding, as kubectl: SPDY in a WebSocket, SPDY as fallback.
+	u := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(name).SubResource("portforward").URL()
+	tunnel, err := portforward.NewSPDYOverWebsocketDialer(u, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := portforward.NewFallbackDialer(tunnel, spdy.NewDialer(upgrader, &http.Client{Transport: transport}, "POST", u),
+		func(err error) bool { return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err) })
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- fw.ForwardPorts() }()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("port forwarding ended: %v", err)
+	case <-ctx.Done():
+		t.Fatal("port forwarding not ready")
+	}
+	ports, err := fw.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := fmt.Sprintf("127.0.0.1:%d", ports[0].Local)
+	// The server is on the pod's loopback, not the host's.
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:8080", time.Second); err == nil {
+		c.Close()
+		t.Log("something listens on the host's 127.0.0.1:8080 too; the check below still goes through the pod")
+	}
+	client := &http.Client{Timeout: 20 * time.Second}
+	for range 2 {
+		resp, err := client.Get("http://" + local + "/")
+		if err != nil {
+			t.Fatalf("GET through the forwarded port: %v", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "hello from the pod\n" {
+			t.Fatalf("GET through the forwarded port = %q, %v; want %q", body, err, "hello from the pod\n")
+		}
+	}
+}
