@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +42,22 @@ spec:
     command: [sh, -c, "mkdir -p /www && echo hello from the pod > /www/index.html && trap 'exit 0' TERM; httpd -f -p 127.0.0.1:8080 -h /www & wait"]
 `
 
+// firstLine is a writer that closes got once it has been written a
+// whole line.
+type firstLine struct {
+	buf  harness.SyncBuffer
+	got  chan struct{}
+	once sync.Once
+}
+
+func (f *firstLine) Write(p []byte) (int, error) {
+	n, err := f.buf.Write(p)
+	if strings.Contains(f.buf.String(), "\n") {
+		f.once.Do(func() { close(f.got) })
+	}
+	return n, err
+}
+
 // kubectlExecutor is the executor kubectl exec uses: WebSocket (v5)
 // first, SPDY when the upgrade fails.
 func kubectlExecutor(t *testing.T, cfg *rest.Config, u *url.URL) remotecommand.Executor {
@@ -65,16 +82,18 @@ func kubectlExecutor(t *testing.T, cfg *rest.Config, u *url.URL) remotecommand.E
 // TestKubeAPIExecAndPortForward: through the API, with the kubeconfig
 // staticlet prints, client-go runs commands in a real container as
 // kubectl exec does (output, input ended by the v5 CLOSE signal, the exit
-// code), and forwards a local port to a server that listens on 127.0.0.1
-// inside the pod, as kubectl port-forward does.
+// code), forwards a local port to a server that listens on 127.0.0.1
+// inside the pod, as kubectl port-forward does, and attaches to a
+// container's output from now on.
 func TestKubeAPIExecAndPortForward(t *testing.T) {
 	e := harness.NewEnv(t)
-	_, cfg, _ := startWithAPI(t, e)
+	d, cfg, _ := startWithAPI(t, e)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Write("lo.yaml", loopbackServerPod)
+	e.Write("ticker.yaml", tickerPod)
 	name := "lo-" + harness.TestNode
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -162,5 +181,37 @@ func TestKubeAPIExecAndPortForward(t *testing.T) {
 		if err != nil || string(body) != "hello from the pod\n" {
 			t.Fatalf("GET through the forwarded port = %q, %v; want %q", body, err, "hello from the pod\n")
 		}
+	}
+
+	// Attach: the ticker's lines from now on, not those already logged.
+	ticker := "ticker-" + harness.TestNode
+	harness.WaitFor(t, 60*time.Second, "the ticker running and ticking", func() (bool, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, ticker, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		logs, _ := d.CLI("logs", ticker)
+		return harness.Running(p) && strings.Contains(logs, "tick 3\n"), harness.Describe(p)
+	})
+	u = cs.CoreV1().RESTClient().Post().Resource("pods").Namespace("default").Name(ticker).
+		SubResource("attach").VersionedParams(&v1.PodAttachOptions{Stdout: true, Stderr: true}, scheme.ParameterCodec).URL()
+	actx, acancel := context.WithCancel(ctx)
+	defer acancel()
+	w := &firstLine{got: make(chan struct{})}
+	attached := make(chan error, 1)
+	go func() {
+		attached <- kubectlExecutor(t, cfg, u).StreamWithContext(actx, remotecommand.StreamOptions{Stdout: w, Stderr: w})
+	}()
+	select {
+	case <-w.got:
+	case err := <-attached:
+		t.Fatalf("attach ended before a line: %v (got %q)", err, w.buf.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("attach: no line in 30s (got %q)", w.buf.String())
+	}
+	acancel()
+	<-attached
+	if first := w.buf.String(); !strings.HasPrefix(first, "tick ") || strings.HasPrefix(first, "tick 1\n") {
+		t.Errorf("attach began with %q, want a later tick than the first", first)
 	}
 }
