@@ -47,9 +47,9 @@ var streamVerbs = []string{verbCreate, verbGet}
 // streamSubresources are the pods' streaming subresources.
 func (s *Server) streamSubresources() map[string]subresource {
 	return map[string]subresource{
-		"exec":        {kind: "PodExecOptions", verbs: streamVerbs, serve: s.serveExec},
-		"attach":      {kind: "PodAttachOptions", verbs: streamVerbs, serve: s.serveAttach},
-		"portforward": {kind: "PodPortForwardOptions", verbs: streamVerbs, serve: s.servePortForward},
+		"exec":        {kind: "PodExecOptions", verbs: streamVerbs, serve: s.streaming(s.serveExec)},
+		"attach":      {kind: "PodAttachOptions", verbs: streamVerbs, serve: s.streaming(s.serveAttach)},
+		"portforward": {kind: "PodPortForwardOptions", verbs: streamVerbs, serve: s.streaming(s.servePortForward)},
 	}
 }
 

@@ -48,7 +48,7 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request, req re
 		return
 	}
 	key := p.Namespace + "/" + p.Name
-	fw := forwarder{dial: s.cfg.DialPod, pod: p}
+	fw := forwarder{ctx: r.Context(), dial: s.cfg.DialPod, pod: p}
 	s.log.Info("port forwarding", "pod", key)
 	var opts *criportforward.V4Options
 	switch {
@@ -64,26 +64,31 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request, req re
 		criportforward.SupportedProtocols)
 }
 
-// forwarder forwards connections to the ports of one pod.
+// forwarder forwards connections to the ports of one pod, for one
+// request: its connections are closed when the request's context ends
+// (the session ends, the server stops).
 type forwarder struct {
+	ctx  context.Context
 	dial PodDialer
 	pod  *v1.Pod
 }
 
 // PortForward copies between stream and a new connection to port in the
 // pod until both sides are done: the client's end of input half-closes
-// the connection, and the pod's end of output ends the stream.
-func (f forwarder) PortForward(ctx context.Context, name, _ string, port int32, stream io.ReadWriteCloser) error {
+// the connection, and the pod's end of output ends the stream. The
+// context cri-streaming passes is not the request's: f.ctx is used.
+func (f forwarder) PortForward(_ context.Context, name, _ string, port int32, stream io.ReadWriteCloser) error {
 	if port <= 0 || port > 65535 {
 		return fmt.Errorf("invalid port %d", port)
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	dctx, cancel := context.WithTimeout(f.ctx, dialTimeout)
 	conn, err := f.dial(dctx, f.pod, port)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("failed to connect to localhost:%d inside the network namespace of pod %s: %w", port, name, err)
 	}
 	defer conn.Close()
+	defer context.AfterFunc(f.ctx, func() { conn.Close() })()
 	var wg sync.WaitGroup
 	// The client ends its stream (a reset when it is done with the
 	// connection): the wait ends with it.

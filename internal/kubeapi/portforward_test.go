@@ -183,7 +183,7 @@ func (nopStream) Close() error                { return nil }
 // cannot be reached, the kubelet's words.
 func TestPortForwardErrors(t *testing.T) {
 	d := &fakeDialer{}
-	fw := forwarder{dial: d.dial, pod: runningPod("default", "web", "app")}
+	fw := forwarder{ctx: context.Background(), dial: d.dial, pod: runningPod("default", "web", "app")}
 	cases := []struct {
 		port int32
 		want string

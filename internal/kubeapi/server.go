@@ -56,6 +56,8 @@ type Server struct {
 	// startRev is the store's revision then: the resourceVersion of those
 	// objects, which never change.
 	startRev uint64
+	// sessions are the exec, attach and port forwarding sessions.
+	sessions sessions
 }
 
 // New returns a server for cfg. It starts nothing: call Serve.
@@ -108,6 +110,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	shutdownErr := srv.Shutdown(sctx)
+	s.sessions.closeAll()
+	s.sessions.wait()
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving %s: %w", what, err)
 	}
