@@ -11,6 +11,14 @@
 // Not Allowed with a Status naming the manifest file to edit, since the
 // files are the one source of truth for what runs.
 //
+// It serves the pods' streaming subresources as the apiserver and the
+// kubelet together do: exec, attach and portforward, over SPDY and
+// WebSocket (remote command protocol v5 included), with the kubelet's own
+// protocol code (k8s.io/cri-streaming). It runs nothing itself: commands,
+// logs and connections into a pod's network namespace come through funcs
+// the caller gives in Config. The sessions' connections belong to Serve,
+// which closes them when it stops.
+//
 // It authenticates clients by their TLS certificate alone: a request whose
 // connection presented no certificate verified by the server's TLS
 // configuration is answered 401, whatever it asks. It makes no
