@@ -331,7 +331,11 @@ func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request, req request
 		return
 	}
 	defer out.Close()
-	a := attacher{log: out, asked: opts.Options}
+	// The stdin drained (below) ends when the session's connection is
+	// closed, which ServeAttach and serveV5 do before they return.
+	var drains sync.WaitGroup
+	defer drains.Wait()
+	a := attacher{log: out, asked: opts.Options, drains: &drains}
 	if offersV5(r) {
 		s.serveV5(w, r, opts, func(ctx context.Context, st streams) *apierrors.StatusError {
 			return attachStatus(a.AttachContainer(ctx, key, string(p.UID), opts.container, st.stdin, st.stdout, st.stderr, opts.TTY, st.resize))
@@ -358,17 +362,21 @@ func containerStdin(p *v1.Pod, name string) bool {
 // Staticlet's containers write to the log daemon, which merges their
 // stdout and stderr in one log: both come on the session's stdout (or
 // stderr when the client asked for that alone). A container that does
-// not ask for stdin has none, as under the kubelet, so the client's
-// input is not read.
+// not ask for stdin has none, as under the kubelet: the client's input is
+// read and dropped, so that it never holds up the session.
 type attacher struct {
-	log   io.Reader
-	asked criremote.Options
+	log    io.Reader
+	asked  criremote.Options
+	drains *sync.WaitGroup
 }
 
 // AttachContainer copies the log to the client until the container stops
 // writing (its log ends) or the client goes away.
-func (a attacher) AttachContainer(ctx context.Context, _, _, _ string, _ io.Reader, out, errOut io.WriteCloser,
+func (a attacher) AttachContainer(ctx context.Context, _, _, _ string, in io.Reader, out, errOut io.WriteCloser,
 	_ bool, _ <-chan criremote.TerminalSize) error {
+	if in != nil && a.asked.Stdin {
+		a.drains.Go(func() { _, _ = io.Copy(io.Discard, in) })
+	}
 	var to io.Writer
 	switch {
 	case out != nil && a.asked.Stdout:

@@ -311,3 +311,53 @@ func TestStreamDiscovery(t *testing.T) {
 func equalStrings(a, b []string) bool {
 	return strings.Join(a, ",") == strings.Join(b, ",")
 }
+
+// eofSignal is a reader that closes done when r is read to its end.
+type eofSignal struct {
+	r    io.Reader
+	done chan struct{}
+	once sync.Once
+}
+
+func (e *eofSignal) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.once.Do(func() { close(e.done) })
+	}
+	return n, err
+}
+
+// TestAttachDropsStdin: the input a client sends when attaching with
+// stdin to a container that has none is read and dropped, however much
+// there is, so that it never holds the session up.
+func TestAttachDropsStdin(t *testing.T) {
+	logR, logW := io.Pipe()
+	defer logW.Close()
+	open := func(context.Context, string, string, status.LogOptions) (io.ReadCloser, error) { return logR, nil }
+	api := newTestAPI(t, Config{Logs: open})
+	api.store.SetPod(runningPod("default", "web", "app"))
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ex, err := tr.new(api.config, streamURL(t, api, "default", "web", "attach", &v1.PodAttachOptions{Stdin: true, Stdout: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &eofSignal{r: bytes.NewReader(make([]byte, 16<<20)), done: make(chan struct{})}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			attached := make(chan error, 1)
+			go func() {
+				attached <- ex.StreamWithContext(ctx, clientremote.StreamOptions{Stdin: in, Stdout: io.Discard})
+			}()
+			select {
+			case <-in.done:
+			case err := <-attached:
+				t.Fatalf("attach ended before its input was sent: %v", err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("16 MiB of input not taken in 20s")
+			}
+			cancel()
+			<-attached
+		})
+	}
+}
