@@ -108,8 +108,8 @@ type Formats struct {
 	Names bool
 }
 
-// allowed lists every format, sorted, as kubectl's error lists them.
-func (f Formats) allowed() []string {
+// All lists every format, sorted, as kubectl's error lists them.
+func (f Formats) All() []string {
 	all := append(slices.Clone(f.Own), templateFormats()...)
 	if f.Names {
 		all = append(all, FormatName)
@@ -130,7 +130,7 @@ func (o Output) Printer(f Formats) (*Printer, error) {
 		return nil, nil
 	}
 	unknown := fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: %s",
-		o.Format, strings.Join(f.allowed(), ","))
+		o.Format, strings.Join(f.All(), ","))
 	if name == FormatName {
 		if !f.Names {
 			return nil, unknown
