@@ -27,7 +27,13 @@ func getEventsCommand() *cobra.Command {
 		Short:   "List recent events: LAST SEEN TYPE REASON OBJECT MESSAGE",
 		Long: `events lists the events staticlet recorded about its pods (the last 1000),
 oldest first, as kubectl get events does: repeats of an event are one row
-with their count. -w prints them, then each new one as it happens.`,
+with their count. -w prints them, then each new one as it happens.
+
+-o json|yaml prints staticlet's event records; -o name, jsonpath,
+go-template and custom-columns see core/v1 Events, as kubectl does: the
+repeats of one as one Event with its count, first and last times,
+named as the kubelet names them (POD.HEXTIME), involvedObject the pod
+(and fieldPath spec.containers{NAME} for a container's).`,
 		Example: `  # Every recent event
   staticlet get events
 
@@ -57,8 +63,11 @@ with their count. -w prints them, then each new one as it happens.`,
 				return err
 			}
 			events = slices.DeleteFunc(events, func(e pod.Event) bool { return !keep(e) })
-			if table, _ := of.Table(); !table {
-				return printDocument(cmd.OutOrStdout(), &of, p, events, nil)
+			if p != nil {
+				return printers.List(p, cmd.OutOrStdout(), "Event", printers.CoreEvents(events))
+			}
+			if of.Raw() != "" {
+				return printers.Object(cmd.OutOrStdout(), events, of.Raw())
 			}
 			if len(events) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No events found.")
@@ -70,7 +79,7 @@ with their count. -w prints them, then each new one as it happens.`,
 	cf.add(cmd)
 	cf.addNamespace(cmd)
 	f := cmd.Flags()
-	of.add(cmd, documentFormats(), true)
+	of.add(cmd, printers.Formats{Own: []string{"", printers.FormatJSON, printers.FormatYAML}, Names: true}, true)
 	f.BoolVarP(&watch, "watch", "w", false, "after listing the events, print each new one")
 	f.StringVar(&forObj, "for", "", "only the events of this pod: pod/NAME")
 	_ = cmd.RegisterFlagCompletionFunc("for", completePods(&cf, 0, "pod/"))

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,21 +75,30 @@ func TestGetOutputFormats(t *testing.T) {
 	}
 }
 
-// TestWatchCLIOutputFormats: get pods -w prints each pod, then each
-// change, through -o jsonpath or name; get events takes the template
-// formats on its records.
+// TestWatchCLIOutputFormats: get events prints core/v1 Events through
+// kubectl's formats; get pods -w prints each pod, then each change,
+// through them.
 func TestWatchCLIOutputFormats(t *testing.T) {
 	w := newWaitWorld(t)
 	w.serve()
 	w.labelPod("a", "x", "web", v1.PodPending)
-	w.store.Event(pod.Event{Time: time.Now(), Pod: "a/x-node", Type: pod.EventNormal, Reason: "Started", Message: "Started container c"})
-
-	var out harness.SyncBuffer
-	if err := w.runCLI(context.Background(), &out, "get", "events", "-o", "custom-columns=TYPE:.type,REASON:.reason,POD:.pod", "--no-headers"); err != nil {
-		t.Fatal(err)
+	started := time.Now()
+	for range 2 {
+		w.store.Event(pod.Event{Time: started, Pod: "a/x-node", Container: "c", Type: pod.EventNormal, Reason: "Started", Message: "Started container c"})
 	}
-	if want := "Normal   Started   a/x-node\n"; out.String() != want {
-		t.Errorf("get events -o custom-columns printed %q, want %q", out.String(), want)
+	for _, tt := range []struct{ format, want string }{
+		{"custom-columns=TYPE:.type,REASON:.reason,OBJECT:.involvedObject.name,COUNT:.count,FIELD:.involvedObject.fieldPath",
+			"Normal   Started   x-node   2     spec.containers{c}\n"},
+		{"name", fmt.Sprintf("event/x-node.%x\n", started.UnixNano())},
+		{"jsonpath={.kind} {.items[0].kind} {.items[0].metadata.namespace} {.items[0].source.component}", "List Event a kubelet"},
+	} {
+		var out harness.SyncBuffer
+		if err := w.runCLI(context.Background(), &out, "get", "events", "-o", tt.format, "--no-headers"); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != tt.want {
+			t.Errorf("get events -o %s printed %q, want %q", tt.format, out.String(), tt.want)
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

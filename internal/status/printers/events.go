@@ -133,8 +133,9 @@ func NewEventWatch(w io.Writer, format string) (*EventWatch, error) {
 	return ew, nil
 }
 
-// WithPrinter has ew print each event through p, one of kubectl's
-// printers, aligned as kubectl aligns them in a watch, instead of rows.
+// WithPrinter has ew print, instead of rows, each event as a core/v1
+// Event (see CoreEvents) with the count of its repeats so far, through
+// p, one of kubectl's printers, aligned as kubectl aligns them in a watch.
 func (ew *EventWatch) WithPrinter(p *Printer) *EventWatch {
 	ew.printer, ew.aligned = p, watchWriter(ew.w)
 	return ew
@@ -145,7 +146,8 @@ func (ew *EventWatch) WithPrinter(p *Printer) *EventWatch {
 func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
 	if ew.printer != nil {
 		for _, e := range events {
-			if err := ew.printer.Object(ew.aligned, "", e); err != nil {
+			ce := coreEvent(ew.groups.add(e))
+			if err := ew.printer.Object(ew.aligned, "Event", &ce); err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package printers
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,12 +199,12 @@ func TestPrinterKinds(t *testing.T) {
 	}
 }
 
-// TestPrinterDocuments prints what is not a Kubernetes object (events,
+// TestPrinterDocuments prints what is not a Kubernetes object (manifests,
 // images): an array as the items of a v1 List, an object as it is.
 func TestPrinterDocuments(t *testing.T) {
-	events := []pod.Event{
-		{Pod: "default/web", Type: "Normal", Reason: "Started", Message: "Started container nginx"},
-		{Pod: "default/web", Type: "Warning", Reason: "BackOff", Message: "Back-off"},
+	manifests := []status.Manifest{
+		{Source: "dir:/m", Path: "/m/web.yaml", Pods: []string{"default/web-n1"}},
+		{Source: "dir:/m", Path: "/m/bad.yaml", Error: "line 3: unknown field"},
 	}
 	images := &status.ImageList{Images: []status.Image{{Name: "busybox:1.36", Size: 4096}}}
 	tests := []struct {
@@ -211,8 +212,9 @@ func TestPrinterDocuments(t *testing.T) {
 		doc    any
 		want   string
 	}{
-		{format: "jsonpath={.kind} {.items[*].reason}", doc: events, want: "List Started BackOff"},
-		{format: "custom-columns=TYPE:.type,REASON:.reason", doc: events, want: "TYPE      REASON\nNormal    Started\nWarning   BackOff\n"},
+		{format: "jsonpath={.kind} {.items[*].path}", doc: manifests, want: "List /m/web.yaml /m/bad.yaml"},
+		{format: "custom-columns=PATH:.path,PODS:.pods[*],ERROR:.error", doc: manifests,
+			want: "PATH          PODS             ERROR\n/m/web.yaml   default/web-n1   <none>\n/m/bad.yaml   <none>           line 3: unknown field\n"},
 		{format: "jsonpath={.images[0].name} {.images[0].size}", doc: images, want: "busybox:1.36 4096"},
 		{format: "go-template={{range .images}}{{.name}}{{end}}", doc: images, want: "busybox:1.36"},
 	}
@@ -259,5 +261,51 @@ func TestNoHeaders(t *testing.T) {
 	}
 	if want := "n1    Unknown   <unknown>   <none>\n"; b.String() != want {
 		t.Errorf("Node without headers: %q, want %q", b.String(), want)
+	}
+}
+
+// TestCoreEvents checks events as core/v1 Events: repeats as one with
+// their count, named as the kubelet names them, pointing at the pod (the
+// container), or at the node.
+func TestCoreEvents(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	events := []pod.Event{
+		{Time: t0, Pod: "kube-system/etcd-n1", Container: "etcd", Type: pod.EventWarning, Reason: "BackOff", Message: "Back-off\n"},
+		{Time: t0.Add(time.Second), Object: "node/n1", Type: pod.EventNormal, Reason: "ImageGarbageCollected", Message: "Removed image x"},
+		{Time: t0.Add(2 * time.Second), Pod: "kube-system/etcd-n1", Container: "etcd", Type: pod.EventWarning, Reason: "BackOff", Message: "Back-off\n"},
+	}
+	got := CoreEvents(events)
+	if len(got) != 2 {
+		t.Fatalf("CoreEvents() = %d events, want 2: %+v", len(got), got)
+	}
+	node, backoff := got[0], got[1]
+	if want := fmt.Sprintf("n1.%x", t0.Add(time.Second).UnixNano()); node.Name != want || node.Namespace != "default" || node.InvolvedObject.Kind != "Node" || node.InvolvedObject.Name != "n1" {
+		t.Errorf("node event = %s/%s about %+v, want default/%s about node n1", node.Namespace, node.Name, node.InvolvedObject, want)
+	}
+	ref := backoff.InvolvedObject
+	if backoff.Name != fmt.Sprintf("etcd-n1.%x", t0.UnixNano()) || backoff.Namespace != "kube-system" || backoff.Count != 2 ||
+		ref.Kind != "Pod" || ref.Name != "etcd-n1" || ref.FieldPath != "spec.containers{etcd}" ||
+		!backoff.FirstTimestamp.Time.Equal(t0) || !backoff.LastTimestamp.Time.Equal(t0.Add(2*time.Second)) || backoff.Message != "Back-off" {
+		t.Errorf("repeated event = %+v", backoff)
+	}
+
+	p, err := Output{Format: `jsonpath={.involvedObject.name} {.count}{"\n"}`}.Printer(Formats{Names: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	ew, err := NewEventWatch(&b, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ew.WithPrinter(p)
+	if err := ew.Print(events[:2], t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ew.Print(events[2:], t0); err != nil {
+		t.Fatal(err)
+	}
+	if want := "etcd-n1 1\nn1 1\netcd-n1 2\n"; b.String() != want {
+		t.Errorf("EventWatch with a printer printed %q, want %q", b.String(), want)
 	}
 }
