@@ -73,7 +73,7 @@ func newCustomColumns(format, template string, noHeaders bool) (*customColumns, 
 func readColumnsFile(path string) (headers, specs []string, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("error reading template %s, %v", path, err)
+		return nil, nil, fmt.Errorf("error reading template %s, %w", path, err)
 	}
 	const want = "Expected format is one line of space separated headers, one line of space separated column specs."
 	sc := bufio.NewScanner(bytes.NewReader(b))

@@ -153,7 +153,7 @@ func (o Output) Printer(f Formats) (*Printer, error) {
 	if strings.HasSuffix(name, "-file") || name == "templatefile" {
 		b, err := os.ReadFile(template)
 		if err != nil {
-			return nil, fmt.Errorf("error reading --template %s, %v", template, err)
+			return nil, fmt.Errorf("error reading --template %s, %w", template, err)
 		}
 		template = string(b)
 	}
@@ -169,7 +169,7 @@ func templatePrinter(name, template string, allowMissing bool) (clip.ResourcePri
 	if strings.HasPrefix(name, "jsonpath") {
 		p, err := clip.NewJSONPathPrinter(template)
 		if err != nil {
-			return nil, fmt.Errorf("error parsing jsonpath %s, %v", template, err)
+			return nil, fmt.Errorf("error parsing jsonpath %s, %w", template, err)
 		}
 		p.AllowMissingKeys(allowMissing)
 		p.EnableJSONOutput(name == "jsonpath-as-json")
@@ -177,7 +177,7 @@ func templatePrinter(name, template string, allowMissing bool) (clip.ResourcePri
 	}
 	p, err := clip.NewGoTemplatePrinter([]byte(template))
 	if err != nil {
-		return nil, fmt.Errorf("error parsing template %s, %v", template, err)
+		return nil, fmt.Errorf("error parsing template %s, %w", template, err)
 	}
 	p.AllowMissingKeys(allowMissing)
 	return p, nil
