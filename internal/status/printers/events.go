@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/liggitt/tabwriter"
+
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
@@ -93,7 +95,7 @@ func Events(w io.Writer, events []pod.Event, now time.Time) error {
 		return nil
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, eventHeader)
+	tw.header(eventHeader)
 	for _, a := range aggregateEvents(events) {
 		fmt.Fprintln(tw, eventLine(a, now))
 	}
@@ -112,6 +114,8 @@ type EventWatch struct {
 	groups  *eventGroups
 	printed bool // the header
 	objects *objectStream
+	printer *Printer          // set by WithPrinter
+	aligned *tabwriter.Writer // printer's output
 }
 
 // NewEventWatch returns an EventWatch writing to w in format "" (the
@@ -129,9 +133,29 @@ func NewEventWatch(w io.Writer, format string) (*EventWatch, error) {
 	return ew, nil
 }
 
+// WithPrinter has ew print, instead of rows, each event as a core/v1
+// Event (see CoreEvents) with the count of its repeats so far, through
+// p, one of kubectl's printers, aligned as kubectl aligns them in a watch.
+func (ew *EventWatch) WithPrinter(p *Printer) *EventWatch {
+	ew.printer, ew.aligned = p, watchWriter(ew.w)
+	return ew
+}
+
 // Print writes a batch of events, oldest first: the initial ones as one
 // table with the header, then each later one as it comes.
 func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
+	if ew.printer != nil {
+		for _, e := range events {
+			ce := coreEvent(ew.groups.add(e))
+			if err := ew.printer.Object(ew.aligned, "Event", &ce); err != nil {
+				return err
+			}
+		}
+		if err := ew.aligned.Flush(); err != nil {
+			return fmt.Errorf("printing events: %w", err)
+		}
+		return nil
+	}
 	if ew.objects != nil {
 		for _, e := range events {
 			if err := ew.objects.write(e); err != nil {
@@ -151,7 +175,7 @@ func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
 	}
 	tw := newTable(ew.w)
 	if !ew.printed {
-		fmt.Fprintln(tw, eventHeader)
+		tw.header(eventHeader)
 		ew.printed = true
 	}
 	for _, a := range touched {

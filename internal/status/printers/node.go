@@ -15,7 +15,7 @@ import (
 // is true ("Ready,DiskPressure"), which kubectl shows only in describe.
 func Node(w io.Writer, n *v1.Node, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tSTATUS\tAGE\tVERSION")
+	tw.header("NAME\tSTATUS\tAGE\tVERSION")
 	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, nodeStatus(n), age(n.CreationTimestamp.Time, now), orNone(n.Status.NodeInfo.KubeletVersion))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("printing the node: %w", err)
