@@ -145,6 +145,8 @@ var rules = map[string]rule{
 	"internal/testutil/testvm":     {helper, []string{"internal/testutil/debroot"}},
 	"internal/testutil/debroot":    {helper, []string{"internal/testutil/tier"}},
 	"internal/testutil/logindtest": {helper, []string{"internal/testutil/tier"}},
+	// kubectl and k9s built from the module proxy, and tmux to run k9s in.
+	"internal/testutil/kubetools": {helper, []string{"internal/testutil/modbuild", "internal/testutil/tier"}},
 	// Which tier of the suite runs (unit: go test -short), and what a
 	// test lacking a real dependency does.
 	"internal/testutil/tier": {helper, nil},
@@ -159,7 +161,7 @@ var rules = map[string]rule{
 		"internal/testutil/ctrdtest", "internal/testutil/etcdtest", "internal/testutil/testimage"}},
 
 	// Tools.
-	"internal/testutil/ctrdtest/prebuild": {tool, []string{"internal/testutil/ctrdtest", "internal/testutil/etcdtest"}},
+	"internal/testutil/ctrdtest/prebuild": {tool, []string{"internal/testutil/ctrdtest", "internal/testutil/etcdtest", "internal/testutil/kubetools"}},
 	"internal/testutil/testimage/mkimage": {tool, []string{"internal/testutil/testimage"}},
 	"internal/testutil/archrules":         {tool, nil},
 
