@@ -170,7 +170,7 @@ var rules = map[string]rule{
 	// under systemd in nspawn machines, in a QEMU guest, and the
 	// benchmarks and the soak. Besides test helpers their tests read the product
 	// packages below, for their types and to look behind staticlet.
-	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/...", "internal/cgroups", "internal/images", "internal/podnet/..."}},
+	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/testutil/kubetools", "internal/logs", "internal/logd", "internal/sandbox/...", "internal/cgroups", "internal/images", "internal/podnet/..."}},
 	"test/systemd": {tool, nil},
 	"test/vm":      {tool, nil},
 	"test/bench":   {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/..."}},
