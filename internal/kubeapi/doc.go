@@ -5,7 +5,9 @@
 // clients ask for, in the apiserver's shapes: version and health,
 // discovery (the legacy documents and the aggregated ones), pods (list,
 // get and watch with resource versions, bookmarks, label and field
-// selectors, and the server-side Table form), namespaces and the node.
+// selectors, and the server-side Table form), namespaces, the node, and
+// the ConfigMaps and Secrets in force (a Secret without its values, as the
+// status socket serves it).
 //
 // It is read-only: a create, update, patch or delete answers 405 Method
 // Not Allowed with a Status naming the manifest file to edit, since the

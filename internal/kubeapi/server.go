@@ -57,7 +57,7 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now(), startRev: cfg.Store.Revision()}
-	s.resources = s.coreResources()
+	s.resources = append(s.coreResources(), s.objectResources()...)
 	return s
 }
 

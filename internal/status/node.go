@@ -30,7 +30,7 @@ func (s *Store) SetNode(n v1.Node) {
 	s.mu.Lock()
 	n.Status.Conditions = nil
 	s.node.node = n
-	s.revs.nodeChanged()
+	s.nodeChangedLocked()
 	s.mu.Unlock()
 	s.notify()
 }
@@ -43,14 +43,14 @@ func (s *Store) SetNodeCondition(c v1.NodeCondition) {
 	i := slices.IndexFunc(s.node.conditions, func(have v1.NodeCondition) bool { return have.Type == c.Type })
 	if i < 0 {
 		s.node.conditions = append(s.node.conditions, c)
-		s.revs.nodeChanged()
+		s.nodeChangedLocked()
 	} else {
 		old := s.node.conditions[i]
 		if old.Status == c.Status {
 			c.LastTransitionTime = old.LastTransitionTime
 		}
 		if old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message {
-			s.revs.nodeChanged()
+			s.nodeChangedLocked()
 		}
 		s.node.conditions[i] = c
 	}

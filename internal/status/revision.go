@@ -67,10 +67,12 @@ func (r *revisions) record(typ WatchEventType, p *v1.Pod) {
 	r.next = (r.next + 1) % maxPodHistory
 }
 
-// nodeChanged gives a change of the node the next revision.
-func (r *revisions) nodeChanged() {
-	r.rev++
-	r.node = r.rev
+// nodeChangedLocked gives a change of the node the next revision and
+// wakes the subscribers. s.mu is held.
+func (s *Store) nodeChangedLocked() {
+	s.revs.rev++
+	s.revs.node = s.revs.rev
+	s.othersChangedLocked()
 }
 
 // since returns the changes after rev, oldest first.

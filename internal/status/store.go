@@ -280,7 +280,7 @@ func (s *Store) SetReady() {
 	was := s.ready
 	if !was {
 		s.readyAt = time.Now()
-		s.revs.nodeChanged()
+		s.nodeChangedLocked()
 	}
 	s.ready = true
 	s.mu.Unlock()

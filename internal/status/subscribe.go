@@ -67,9 +67,11 @@ func (sub *Subscription) Close() {
 	clear(sub.dirty)
 }
 
-// Changed returns a channel that receives a value after a pod changes or an
-// event is recorded. Changes made while a value is pending are coalesced
-// into it: read PodChanges and Events after each value.
+// Changed returns a channel that receives a value after a pod changes, an
+// event is recorded, or the node or the ConfigMaps and Secrets change.
+// Changes made while a value is pending are coalesced into it: read
+// PodChanges and Events (and whatever else the subscriber follows) after
+// each value.
 func (sub *Subscription) Changed() <-chan struct{} { return sub.changed }
 
 // PodChanges returns the latest state of every pod that changed since the
@@ -138,6 +140,15 @@ func (s *Store) podChangedLocked(key pod.Key) {
 // eventLocked tells every subscriber that an event was recorded. s.mu is
 // held.
 func (s *Store) eventLocked() {
+	for sub := range s.subs {
+		sub.signal()
+	}
+}
+
+// othersChangedLocked wakes every subscriber after a change of what the
+// store holds besides pods and events (the node, the ConfigMaps and
+// Secrets), which a subscriber that cares reads again. s.mu is held.
+func (s *Store) othersChangedLocked() {
 	for sub := range s.subs {
 		sub.signal()
 	}

@@ -157,3 +157,6 @@ func keyList(sizes map[string]int) string {
 	}
 	return strings.Join(keys, ",")
 }
+
+// SecretKeyCount is the DATA cell of s: how many keys it has.
+func SecretKeyCount(s *v1.Secret) int64 { return int64(len(secretSizes(s))) }
