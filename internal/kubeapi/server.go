@@ -3,7 +3,6 @@ package kubeapi
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,12 +12,8 @@ import (
 	"github.com/staticlet/staticlet/internal/status"
 )
 
-const (
-	// shutdownTimeout bounds how long Serve waits for requests in flight.
-	shutdownTimeout = 5 * time.Second
-	// healthTimeout bounds one call of Config.Health.
-	healthTimeout = 2 * time.Second
-)
+// healthTimeout bounds one call of Config.Health.
+const healthTimeout = 2 * time.Second
 
 // Config configures a Server.
 type Config struct {
@@ -89,25 +84,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	what := "Kubernetes API on " + ln.Addr().String()
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving %s: %w", what, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	shutdownErr := srv.Shutdown(sctx)
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving %s: %w", what, err)
-	}
-	if shutdownErr != nil {
-		srv.Close()
-		return fmt.Errorf("shutting down %s: %w", what, shutdownErr)
-	}
-	return nil
+	return status.RunHTTP(ctx, srv, func() error { return srv.ServeTLS(ln, "", "") }, "Kubernetes API on "+ln.Addr().String())
 }
 
 // authenticate answers 401 to a request whose connection presented no
