@@ -139,16 +139,16 @@ func CountCPUs(list string) (int, error) {
 
 // MemTotal is the machine's memory in bytes, from /proc/meminfo.
 func MemTotal(meminfo []byte) (uint64, error) {
-	v, ok := meminfoValue(meminfo, "MemTotal")
+	v, ok := MeminfoValue(meminfo, "MemTotal")
 	if !ok {
 		return 0, errors.New("reading the machine's memory: no MemTotal in /proc/meminfo")
 	}
 	return v, nil
 }
 
-// meminfoValue is a field of /proc/meminfo in bytes ("MemTotal:
+// MeminfoValue is a field of /proc/meminfo in bytes ("MemTotal:
 // 16318028 kB"), and whether it is there.
-func meminfoValue(meminfo []byte, key string) (uint64, bool) {
+func MeminfoValue(meminfo []byte, key string) (uint64, bool) {
 	sc := bufio.NewScanner(bytes.NewReader(meminfo))
 	for sc.Scan() {
 		k, rest, ok := strings.Cut(sc.Text(), ":")

@@ -93,7 +93,7 @@ var rules = map[string]rule{
 	// and none of the others (but lease, a leaf images shares with
 	// sandbox). cgroups: the pods' cgroups with both drivers, OOM kills
 	// and usage.
-	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs"}},
+	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs", "internal/nodeinfo"}},
 	// The node's devices: the host's device nodes for privileged
 	// containers, and the CDI devices the node's specs name.
 	"internal/devices": {product, nil},
