@@ -51,7 +51,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	nodeIP := hostIP(cfg.network.bridge)
+	nodeIP := nodeAddress(cfg.network.bridge)
 	network, err := networkConfig(cfg.network)
 	if err != nil {
 		return err
@@ -71,8 +71,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	started := time.Now()
 	store := status.NewStore()
-	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
 	// The CDI devices: read now, watched under the errgroup below.
 	// A change of the specs has the merger judge the pods' devices again,
 	// and wakes the containers waiting for devices (some may be new).
@@ -101,6 +101,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	defer rt.Close()
+	store.SetNode(readNode(ctx, nodeFacts{name: cfg.nodeName, started: started, address: nodeIP, maxPods: cfg.maxPods},
+		cfg.rootDir, rt.Version, logger))
 	imports = images.New(cfg.importDirConfig(imageImporter{rt.Images()}, logger))
 
 	rep := reporter{store: store, metrics: meters, logger: logger}
