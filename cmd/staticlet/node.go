@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticlet/staticlet/internal/nodeinfo"
+	"github.com/staticlet/staticlet/internal/status"
 )
 
 // nodeFacts are what the node object says that staticlet knows rather
@@ -104,4 +106,39 @@ func nodeAddress(podBridge string) string {
 		return ip.String()
 	}
 	return hostIP(podBridge)
+}
+
+// nodeUsage samples the whole node's usage for the Kubernetes API's
+// metrics.k8s.io nodes (kubectl top node): the CPU time of /proc/stat
+// at both ends of the window, and the memory working set (the runtime's
+// NodeWorkingSet) at its end.
+func nodeUsage(workingSet func() (uint64, error)) func(ctx context.Context, window time.Duration) (status.Usage, error) {
+	return func(ctx context.Context, window time.Duration) (status.Usage, error) {
+		first, err := nodeinfo.ReadCPUTime("/")
+		if err != nil {
+			return status.Usage{}, err
+		}
+		start := time.Now()
+		timer := time.NewTimer(window)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return status.Usage{}, fmt.Errorf("sampling the node's usage: %w", ctx.Err())
+		case <-timer.C:
+		}
+		second, err := nodeinfo.ReadCPUTime("/")
+		if err != nil {
+			return status.Usage{}, err
+		}
+		elapsed := time.Since(start)
+		ws, err := workingSet()
+		if err != nil {
+			return status.Usage{}, err
+		}
+		var cpu uint64
+		if second > first && elapsed > 0 {
+			cpu = uint64(float64(second-first) / elapsed.Seconds())
+		}
+		return status.Usage{CPUNanoCores: cpu, MemoryWorkingSetBytes: ws}, nil
+	}
 }

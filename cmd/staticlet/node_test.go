@@ -45,3 +45,15 @@ func TestNodeObject(t *testing.T) {
 		t.Errorf("node without address nor runtime = %+v", n.Status)
 	}
 }
+
+// TestNodeUsage samples this machine's CPU over a short window, with the
+// working set handed in.
+func TestNodeUsage(t *testing.T) {
+	u, err := nodeUsage(func() (uint64, error) { return 42, nil })(t.Context(), 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.MemoryWorkingSetBytes != 42 || u.CPUNanoCores > uint64(runtime.NumCPU())*1e9 {
+		t.Errorf("nodeUsage = %+v", u)
+	}
+}

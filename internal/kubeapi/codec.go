@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // The media types the API speaks.
@@ -48,6 +49,7 @@ func newCodecs() codecs {
 	must(v1.AddToScheme(scheme))
 	must(metav1.AddMetaToScheme(scheme))
 	must(apidiscoveryv2.AddToScheme(scheme))
+	must(metricsv1beta1.AddToScheme(scheme))
 	metav1.AddToGroupVersion(scheme, v1.SchemeGroupVersion)
 	scheme.AddUnversionedTypes(metav1.Unversioned,
 		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{},

@@ -5,7 +5,9 @@
 // clients ask for, in the apiserver's shapes: version and health,
 // discovery (the legacy documents and the aggregated ones), pods (list,
 // get and watch with resource versions, bookmarks, label and field
-// selectors, and the server-side Table form), namespaces and the node.
+// selectors, and the server-side Table form), namespaces and the node,
+// and metrics.k8s.io's pod and node usage for kubectl top (sampled for
+// each request through readers in Config).
 //
 // It is read-only: a create, update, patch or delete answers 405 Method
 // Not Allowed with a Status naming the manifest file to edit, since the

@@ -50,8 +50,9 @@ type resource struct {
 	shortNames []string
 	categories []string
 	// get serves a named object; list serves a collection, watches
-	// included (watch=true).
+	// included (watch=true) unless noWatch.
 	get, list handlerFunc
+	noWatch   bool
 	// subresources serve name/subresource, by subresource name.
 	subresources map[string]subresource
 	// writes answers the verbs that would change the object: the reason
@@ -74,7 +75,10 @@ func (r *resource) verbs() []string {
 		v = append(v, verbGet)
 	}
 	if r.list != nil {
-		v = append(v, verbList, verbWatch)
+		v = append(v, verbList)
+		if !r.noWatch {
+			v = append(v, verbWatch)
+		}
 	}
 	return v
 }

@@ -34,6 +34,16 @@ type Config struct {
 	Health func(ctx context.Context) error
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
+	// Stats samples the pods' usage for metrics.k8s.io's pods (kubectl
+	// top pod); nil serves no pod metrics.
+	Stats status.StatsReader
+	// NodeUsage samples the node's usage for metrics.k8s.io's nodes
+	// (kubectl top node); nil serves no node metrics.
+	NodeUsage NodeUsage
+	// Devices lists the node's CDI devices, counted in the node's
+	// capacity and allocatable as the status socket's node does; nil
+	// adds none.
+	Devices func() status.DeviceList
 }
 
 // Server serves the Kubernetes API. Create it with New.
@@ -57,7 +67,7 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now(), startRev: cfg.Store.Revision()}
-	s.resources = s.coreResources()
+	s.resources = append(s.coreResources(), s.metricsResources()...)
 	return s
 }
 
