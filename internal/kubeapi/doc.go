@@ -11,7 +11,10 @@
 //
 // It is read-only: a create, update, patch or delete answers 405 Method
 // Not Allowed with a Status naming the manifest file to edit, since the
-// files are the one source of truth for what runs.
+// files are the one source of truth for what runs. The one create it
+// takes is of the reviews that change nothing: who the client is
+// (SelfSubjectReview) and what it may do (SelfSubjectAccessReview and
+// SelfSubjectRulesReview), answered from what the API serves.
 //
 // It authenticates clients by their TLS certificate alone: a request whose
 // connection presented no certificate verified by the server's TLS

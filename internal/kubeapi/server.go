@@ -68,6 +68,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now(), startRev: cfg.Store.Revision()}
 	s.resources = append(s.coreResources(), s.metricsResources()...)
+	s.resources = append(s.resources, s.reviewResources()...)
 	return s
 }
 
@@ -124,7 +125,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 // verified client certificate, and passes the others to next.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		if _, ok := requestUser(r); !ok {
 			s.writeStatus(w, r, unauthorized())
 			return
 		}
