@@ -101,8 +101,6 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	defer rt.Close()
-	store.SetNode(readNode(ctx, nodeFacts{name: cfg.nodeName, started: started, address: nodeIP, maxPods: cfg.maxPods},
-		cfg.rootDir, rt.Version, logger))
 	imports = images.New(cfg.importDirConfig(imageImporter{rt.Images()}, logger))
 
 	rep := reporter{store: store, metrics: meters, logger: logger}
@@ -154,10 +152,13 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
-		Health: daemonHealth(rec, rt), Logger: logger})
+		Health: daemonHealth(rec, rt), Logger: logger,
+		Stats: statsReader(rt), NodeUsage: nodeUsage(rt.NodeWorkingSet), Devices: nodeDevices})
 	if err != nil {
 		return err
 	}
+	store.SetNode(readNode(ctx, nodeFacts{name: cfg.nodeName, started: started, address: nodeIP, maxPods: cfg.maxPods, apiPort: api.port()},
+		cfg.rootDir, rt.Version, logger))
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
 	shutdownConfig := cfg.shutdown
 	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}
