@@ -73,6 +73,9 @@ func (s *Store) Node() *v1.Node {
 		ready.Status, ready.Reason, ready.Message = v1.ConditionTrue, readyReason, "staticlet is running its pods"
 		ready.LastTransitionTime = metav1.NewTime(s.readyAt)
 	}
+	// The condition was last said when it last changed: a heartbeat of
+	// the moment would change the node at every read.
+	ready.LastHeartbeatTime = ready.LastTransitionTime
 	order := []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
 	conds := slices.Clone(s.node.conditions)
 	slices.SortStableFunc(conds, func(a, b v1.NodeCondition) int {
