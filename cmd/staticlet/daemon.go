@@ -51,7 +51,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	nodeIP := hostIP(cfg.network.bridge)
+	nodeIP := nodeAddress(cfg.network.bridge)
 	network, err := networkConfig(cfg.network)
 	if err != nil {
 		return err
@@ -71,8 +71,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	started := time.Now()
 	store := status.NewStore()
-	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
 	// The CDI devices: read now, watched under the errgroup below.
 	// A change of the specs has the merger judge the pods' devices again,
 	// and wakes the containers waiting for devices (some may be new).
@@ -152,10 +152,13 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		return err
 	}
 	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
-		Health: daemonHealth(rec, rt), Logger: logger})
+		Health: daemonHealth(rec, rt), Logger: logger,
+		Stats: statsReader(rt), NodeUsage: nodeUsage(rt.NodeWorkingSet), Devices: nodeDevices})
 	if err != nil {
 		return err
 	}
+	store.SetNode(readNode(ctx, nodeFacts{name: cfg.nodeName, started: started, address: nodeIP, maxPods: cfg.maxPods, apiPort: api.port()},
+		cfg.rootDir, rt.Version, logger))
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
 	shutdownConfig := cfg.shutdown
 	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}

@@ -5,13 +5,17 @@
 // clients ask for, in the apiserver's shapes: version and health,
 // discovery (the legacy documents and the aggregated ones), pods (list,
 // get and watch with resource versions, bookmarks, label and field
-// selectors, and the server-side Table form), namespaces, the node, and
-// the ConfigMaps and Secrets in force (a Secret without its values, as the
-// status socket serves it).
+// selectors, and the server-side Table form), namespaces, the node, the
+// ConfigMaps and Secrets in force (a Secret without its values, as the
+// status socket serves it), and metrics.k8s.io's pod and node usage for
+// kubectl top (sampled for each request through readers in Config).
 //
 // It is read-only: a create, update, patch or delete answers 405 Method
 // Not Allowed with a Status naming the manifest file to edit, since the
-// files are the one source of truth for what runs.
+// files are the one source of truth for what runs. The one create it
+// takes is of the reviews that change nothing: who the client is
+// (SelfSubjectReview) and what it may do (SelfSubjectAccessReview and
+// SelfSubjectRulesReview), answered from what the API serves.
 //
 // It authenticates clients by their TLS certificate alone: a request whose
 // connection presented no certificate verified by the server's TLS

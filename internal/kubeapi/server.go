@@ -29,6 +29,16 @@ type Config struct {
 	Health func(ctx context.Context) error
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
+	// Stats samples the pods' usage for metrics.k8s.io's pods (kubectl
+	// top pod); nil serves no pod metrics.
+	Stats status.StatsReader
+	// NodeUsage samples the node's usage for metrics.k8s.io's nodes
+	// (kubectl top node); nil serves no node metrics.
+	NodeUsage NodeUsage
+	// Devices lists the node's CDI devices, counted in the node's
+	// capacity and allocatable as the status socket's node does; nil
+	// adds none.
+	Devices func() status.DeviceList
 }
 
 // Server serves the Kubernetes API. Create it with New.
@@ -53,6 +63,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now(), startRev: cfg.Store.Revision()}
 	s.resources = append(s.coreResources(), s.objectResources()...)
+	s.resources = append(s.resources, s.metricsResources()...)
+	s.resources = append(s.resources, s.reviewResources()...)
 	return s
 }
 
@@ -91,7 +103,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 // verified client certificate, and passes the others to next.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		if _, ok := requestUser(r); !ok {
 			s.writeStatus(w, r, unauthorized())
 			return
 		}

@@ -93,7 +93,7 @@ var rules = map[string]rule{
 	// and none of the others (but lease, a leaf images shares with
 	// sandbox). cgroups: the pods' cgroups with both drivers, OOM kills
 	// and usage.
-	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs"}},
+	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs", "internal/nodeinfo"}},
 	// The node's devices: the host's device nodes for privileged
 	// containers, and the CDI devices the node's specs name.
 	"internal/devices": {product, nil},
@@ -125,6 +125,9 @@ var rules = map[string]rule{
 	// Disk pressure on the filesystems of the root dir and the logs:
 	// statfs against the kubelet's thresholds.
 	"internal/diskpressure": {product, nil},
+	// What the node object says of the machine: identity, kernel, OS,
+	// capacity, primary address, CPU time; files read under a root.
+	"internal/nodeinfo": {product, nil},
 	// The Kubernetes API's CA, serving and admin certificates under the
 	// root dir, and the file recording the API's address.
 	"internal/kubeapi/pki": {product, nil},
