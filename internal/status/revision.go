@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -94,6 +95,9 @@ func (r *revisions) since(rev uint64) ([]PodRevision, error) {
 // the pod already stored with nothing changed. s.mu is held.
 func (s *Store) setPodLocked(key pod.Key, c *v1.Pod) {
 	old, ok := s.pods[key]
+	if c.CreationTimestamp.IsZero() {
+		c.CreationTimestamp = creationTime(old, c)
+	}
 	if ok {
 		c.ResourceVersion = old.ResourceVersion
 		if equality.Semantic.DeepEqual(old, c) {
@@ -106,6 +110,22 @@ func (s *Store) setPodLocked(key pod.Key, c *v1.Pod) {
 	}
 	s.pods[key] = c
 	s.revs.record(typ, c)
+}
+
+// creationTime is the creationTimestamp of a pod reported without one, as
+// the reconciler reports them: the one it was stored with before, else its
+// start time when it has started (a pod adopted after a restart), else
+// now, when staticlet first reports it. Clients such as kubectl and k9s
+// show a pod's AGE from it.
+func creationTime(old, p *v1.Pod) metav1.Time {
+	switch {
+	case old != nil && !old.CreationTimestamp.IsZero():
+		return old.CreationTimestamp
+	case p.Status.StartTime != nil && !p.Status.StartTime.IsZero():
+		return *p.Status.StartTime
+	default:
+		return metav1.NewTime(time.Now().Truncate(time.Second))
+	}
 }
 
 // deletePodLocked forgets the pod under key, recording its deletion. s.mu

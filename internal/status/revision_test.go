@@ -98,3 +98,29 @@ func TestNodeRevision(t *testing.T) {
 		t.Error("the node's resourceVersion stayed when it became ready")
 	}
 }
+
+// TestCreationTimestamp: a pod reported without a creationTimestamp gets
+// its start time, or the time of its first report, and keeps it.
+func TestCreationTimestamp(t *testing.T) {
+	s := NewStore()
+	started := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	adopted := revPod("adopted", v1.PodRunning)
+	adopted.Status.StartTime = &started
+	s.SetPod(adopted)
+	s.SetPod(revPod("new", v1.PodPending))
+	p, _ := s.Pod("default/adopted")
+	if !p.CreationTimestamp.Equal(&started) {
+		t.Errorf("adopted pod created %v, want its start %v", p.CreationTimestamp, started)
+	}
+	p, _ = s.Pod("default/new")
+	first := p.CreationTimestamp
+	if first.IsZero() || time.Since(first.Time) > time.Minute {
+		t.Errorf("new pod created %v, want about now", first)
+	}
+	later := revPod("new", v1.PodRunning)
+	later.Status.StartTime = &started
+	s.SetPod(later)
+	if p, _ = s.Pod("default/new"); !p.CreationTimestamp.Equal(&first) {
+		t.Errorf("pod created %v after an update, want %v kept", p.CreationTimestamp, first)
+	}
+}
