@@ -131,6 +131,9 @@ var rules = map[string]rule{
 	// The Kubernetes API's CA, serving and admin certificates under the
 	// root dir, and the file recording the API's address.
 	"internal/kubeapi/pki": {product, nil},
+	// The OpenAPI definitions of the API's types, generated from
+	// k8s.io/api: no code of staticlet's own.
+	"internal/kubeapi/openapi": {product, nil},
 	// The kubelet's config file (run --config), parsed and applied to
 	// the variables behind run's flags.
 	"internal/kubeletconfig": {product, nil},
