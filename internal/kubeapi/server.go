@@ -80,6 +80,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /apis", s.apiGroups)
 	mux.HandleFunc("/api/", s.serveResource)
 	mux.HandleFunc("/apis/", s.serveResource)
+	s.newOpenAPI().register(mux, s.notFound)
 	mux.HandleFunc("/", s.notFound)
 	return s.authenticate(mux)
 }
