@@ -257,3 +257,20 @@ func deref(s proto.Schema) proto.Schema {
 	}
 	return s
 }
+
+// TestOpenAPIHashStable: two servers of one binary name their documents
+// by the same hashes, so a restart leaves kubectl's cache valid.
+func TestOpenAPIHashStable(t *testing.T) {
+	var indexes []string
+	for range 2 {
+		api := newTestAPI(t, Config{})
+		b, err := api.clientset(t).Discovery().RESTClient().Get().AbsPath("/openapi/v3").DoRaw(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		indexes = append(indexes, string(b))
+	}
+	if indexes[0] != indexes[1] {
+		t.Errorf("two servers' /openapi/v3 differ:\n%s\n%s", indexes[0], indexes[1])
+	}
+}
