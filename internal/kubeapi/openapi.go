@@ -106,6 +106,8 @@ var (
 	listParams     = []parameter{
 		{"labelSelector", "query", "string", "A selector to restrict the list of returned objects by their labels. Defaults to everything."},
 		{"fieldSelector", "query", "string", "A selector to restrict the list of returned objects by their fields. Defaults to everything."},
+	}
+	watchParams = []parameter{
 		{"resourceVersion", "query", "string", "With watch, the version to start watching from; a version too old to resume from is answered 410 Gone."},
 		{"watch", "query", "boolean", "Watch for changes to the described resources and return them as a stream of add, update, and remove notifications."},
 		{"allowWatchBookmarks", "query", "boolean", "With watch, ask for BOOKMARK events."},
@@ -115,8 +117,11 @@ var (
 )
 
 // operations lists what the documents say of s's resources in gv: the
-// verbs each serves, on the apiserver's paths.
-func (s *Server) operations(gv schema.GroupVersion) ([]operation, error) {
+// verbs each serves, on the apiserver's paths. A resource whose kind is
+// not among the defined names (its package is missing from the generated
+// definitions) is left out, with a warning, rather than failing every
+// document.
+func (s *Server) operations(gv schema.GroupVersion, defined map[string]bool) ([]operation, error) {
 	prefix := "/" + openAPIV3Path(gv)
 	var ops []operation
 	for _, res := range s.resources {
@@ -126,6 +131,11 @@ func (s *Server) operations(gv schema.GroupVersion) ([]operation, error) {
 		objName, err := s.codecs.scheme.ToOpenAPIDefinitionName(gv.WithKind(res.kind))
 		if err != nil {
 			return nil, err
+		}
+		if !defined[objName] {
+			s.log.Warn("the OpenAPI documents leave out a resource whose kind has no generated definition",
+				"resource", res.name, "groupVersion", gv.String(), "definition", objName)
+			continue
 		}
 		collection, scope := prefix+"/"+res.name, []parameter(nil)
 		if res.namespaced {
@@ -151,13 +161,17 @@ func (s *Server) operations(gv schema.GroupVersion) ([]operation, error) {
 				if err != nil {
 					return nil, err
 				}
+				query, what := listParams, "list objects of kind "
+				if !res.noWatch {
+					query, what = append(slices.Clip(listParams), watchParams...), "list or watch objects of kind "
+				}
 				o := op(collection, "get", "list", verbList, "", false)
-				o.response, o.params = listName, append(slices.Clip(scope), listParams...)
-				o.description = "list or watch objects of kind " + res.kind
+				o.response, o.params = listName, append(slices.Clip(scope), query...)
+				o.description = what + res.kind
 				ops = append(ops, o)
 				if res.namespaced {
 					all := op(prefix+"/"+res.name, "get", "list", verbList, "", true)
-					all.response, all.params, all.description = listName, listParams, o.description
+					all.response, all.params, all.description = listName, query, o.description
 					ops = append(ops, all)
 				}
 			case verbCreate:

@@ -26,6 +26,16 @@ func openAPIInfo() *spec.Info {
 	}}
 }
 
+// generatedDefinitions are the names of the generated definitions.
+func generatedDefinitions() map[string]bool {
+	defs := openapi.GetOpenAPIDefinitions(func(string) spec.Ref { return spec.Ref{} })
+	names := make(map[string]bool, len(defs))
+	for name := range defs {
+		names[name] = true
+	}
+	return names
+}
+
 // definitionNames are the definitions ops refer to, each once, in order.
 func definitionNames(ops []operation) []string {
 	var names []string
@@ -41,9 +51,10 @@ func definitionNames(ops []operation) []string {
 
 // openAPIV2 builds the OpenAPI v2 document of every group version.
 func (s *Server) openAPIV2() (*spec.Swagger, error) {
+	defined := generatedDefinitions()
 	var ops []operation
 	for _, gv := range s.groupVersions() {
-		gvOps, err := s.operations(gv)
+		gvOps, err := s.operations(gv, defined)
 		if err != nil {
 			return nil, fmt.Errorf("building the OpenAPI v2 document of %s: %w", gv, err)
 		}
@@ -117,7 +128,7 @@ func operationExtensions(op operation) spec.VendorExtensible {
 
 // openAPIV3 builds the OpenAPI v3 document of gv.
 func (s *Server) openAPIV3(gv schema.GroupVersion) (*spec3.OpenAPI, error) {
-	ops, err := s.operations(gv)
+	ops, err := s.operations(gv, generatedDefinitions())
 	if err != nil {
 		return nil, fmt.Errorf("building the OpenAPI v3 document of %s: %w", gv, err)
 	}

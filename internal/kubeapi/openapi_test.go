@@ -2,12 +2,14 @@ package kubeapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/openapi3"
@@ -15,6 +17,8 @@ import (
 	"k8s.io/kube-openapi/pkg/util/proto"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	explainv2 "k8s.io/kubectl/pkg/explain/v2"
+
+	"github.com/staticlet/staticlet/internal/status"
 )
 
 // TestOpenAPIV3: client-go's openapi3 root, as kubectl explain and k9s
@@ -52,7 +56,8 @@ func TestOpenAPIV3(t *testing.T) {
 // fails here: add its package to internal/kubeapi/openapi's go:generate
 // line.
 func TestOpenAPIEveryResource(t *testing.T) {
-	api := newTestAPI(t, Config{})
+	nodeUsage := func(context.Context, time.Duration) (status.Usage, error) { return status.Usage{}, nil }
+	api := newTestAPI(t, Config{Stats: fakeStats, NodeUsage: nodeUsage})
 	cs := api.clientset(t)
 	root := openapi3.NewRoot(cs.Discovery().OpenAPIV3())
 	gvs, err := root.GroupVersions()
@@ -272,5 +277,49 @@ func TestOpenAPIHashStable(t *testing.T) {
 	}
 	if indexes[0] != indexes[1] {
 		t.Errorf("two servers' /openapi/v3 differ:\n%s\n%s", indexes[0], indexes[1])
+	}
+}
+
+// TestOpenAPILeavesOutUndefined: a resource whose kind has no generated
+// definition is left out of the documents, the others stay.
+func TestOpenAPILeavesOutUndefined(t *testing.T) {
+	srv := New(Config{Store: status.NewStore(), NodeName: "node1"})
+	defined := generatedDefinitions()
+	delete(defined, "io.k8s.api.core.v1.Secret")
+	ops, err := srv.operations(schema.GroupVersion{Version: "v1"}, defined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods bool
+	for _, op := range ops {
+		if strings.Contains(op.path, "/secrets") {
+			t.Errorf("operation %s on %s, of a kind with no definition", op.id, op.path)
+		}
+		pods = pods || op.id == "listCoreV1PodForAllNamespaces"
+	}
+	if !pods {
+		t.Errorf("the pods' operations are gone with the secrets'")
+	}
+}
+
+func TestOperationID(t *testing.T) {
+	tests := []struct {
+		word, group, version, kind, sub string
+		namespaced, all                 bool
+		want                            string
+	}{
+		{"read", "", "v1", "Pod", "", true, false, "readCoreV1NamespacedPod"},
+		{"list", "", "v1", "Pod", "", true, true, "listCoreV1PodForAllNamespaces"},
+		{"list", "", "v1", "Node", "", false, false, "listCoreV1Node"},
+		{"read", "", "v1", "Pod", "log", true, false, "readCoreV1NamespacedPodLog"},
+		{"list", "events.k8s.io", "v1", "Event", "", true, true, "listEventsV1EventForAllNamespaces"},
+		{"create", "authorization.k8s.io", "v1", "SelfSubjectAccessReview", "", false, false, "createAuthorizationV1SelfSubjectAccessReview"},
+		{"read", "metrics.k8s.io", "v1beta1", "NodeMetrics", "", false, false, "readMetricsV1beta1NodeMetrics"},
+	}
+	for _, tt := range tests {
+		gv := schema.GroupVersion{Group: tt.group, Version: tt.version}
+		if got := operationID(tt.word, gv, tt.kind, tt.sub, tt.namespaced, tt.all); got != tt.want {
+			t.Errorf("operationID(%q, %v, %q, %q, %v, %v) = %q, want %q", tt.word, gv, tt.kind, tt.sub, tt.namespaced, tt.all, got, tt.want)
+		}
 	}
 }
