@@ -175,15 +175,15 @@ demo: deps build
 demo-stop:
 	packaging/demo.sh stop
 
-# gofmt, go vet and staticcheck (pinned: the same findings on every
-# machine; built from the Go module proxy on first use) over the modules.
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The generated code: the OpenAPI definitions of the Kubernetes types the
 # API serves (internal/kubeapi/openapi, by openapi-gen, a tool in go.mod).
 # Its test fails while the committed file is stale.
 generate:
 	$(GO) generate ./internal/kubeapi/openapi
 
+# gofmt, go vet and staticcheck (pinned: the same findings on every
+# machine; built from the Go module proxy on first use) over the modules.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...

@@ -26,7 +26,7 @@ func TestNodeObject(t *testing.T) {
 	}
 	info := n.Status.NodeInfo
 	if info.ContainerRuntimeVersion != "containerd://2.1.4" || info.KubeletVersion != version || info.OperatingSystem != "linux" ||
-		info.MachineID != "mid" || info.OSImage != "Debian" || info.KubeProxyVersion != "" {
+		info.MachineID != "mid" || info.OSImage != "Debian" {
 		t.Errorf("nodeInfo = %+v", info)
 	}
 	want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeHostName, Address: "n1"}}

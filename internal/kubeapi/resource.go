@@ -21,9 +21,6 @@ const (
 	verbDeleteCollection = "deletecollection"
 )
 
-// readVerbs are the verbs of a resource served from the store.
-var readVerbs = []string{verbGet, verbList, verbWatch}
-
 // request is what a resource request's path and method say, as the
 // apiserver's request info: /api/v1/namespaces/ns/pods/name/log is group
 // "", version v1, namespace ns, resource pods, name name, subresource log.

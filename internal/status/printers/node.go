@@ -70,7 +70,7 @@ func DescribeNode(w io.Writer, n *v1.Node, now time.Time) error {
 		{"Kernel Version", info.KernelVersion}, {"OS Image", info.OSImage},
 		{"Operating System", info.OperatingSystem}, {"Architecture", info.Architecture},
 		{"Container Runtime Version", info.ContainerRuntimeVersion},
-		{"Kubelet Version", info.KubeletVersion}, {"Kube-Proxy Version", info.KubeProxyVersion},
+		{"Kubelet Version", info.KubeletVersion}, {"Kube-Proxy Version", ""}, // staticlet runs no kube-proxy
 	} {
 		d.line(1, "%s:\t%s\n", f[0], f[1])
 	}
