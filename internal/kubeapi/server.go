@@ -67,6 +67,7 @@ func New(cfg Config) *Server {
 	s.resources = append(s.coreResources(), s.objectResources()...)
 	s.resources = append(s.resources, s.metricsResources()...)
 	s.resources = append(s.resources, s.reviewResources()...)
+	s.resources = append(s.resources, s.eventResources()...)
 	s.addPodLog()
 	return s
 }
