@@ -132,12 +132,14 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	// Container logs, for the status socket and the Kubernetes API alike.
+	podLogs := logOpener(store, cfg.logs.dir)
 	server := status.NewServer(status.ServerConfig{
 		Socket:     cfg.status.socket,
 		Group:      cfg.status.group,
 		Store:      store,
 		Health:     daemonHealth(rec, rt),
-		Logs:       logOpener(store, cfg.logs.dir),
+		Logs:       podLogs,
 		Exec:       execInContainer(rt),
 		Images:     imageLister(imageGC),
 		Devices:    nodeDevices,
@@ -153,7 +155,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
 		Health: daemonHealth(rec, rt), Logger: logger,
-		Stats: statsReader(rt), NodeUsage: nodeUsage(rt.NodeWorkingSet), Devices: nodeDevices})
+		Stats: statsReader(rt), NodeUsage: nodeUsage(rt.NodeWorkingSet), Devices: nodeDevices, Logs: podLogs})
 	if err != nil {
 		return err
 	}

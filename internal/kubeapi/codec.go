@@ -13,6 +13,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -49,6 +50,7 @@ type codecs struct {
 func newCodecs() codecs {
 	scheme := runtime.NewScheme()
 	must(v1.AddToScheme(scheme))
+	must(eventsv1.AddToScheme(scheme))
 	must(metav1.AddMetaToScheme(scheme))
 	must(apidiscoveryv2.AddToScheme(scheme))
 	must(metricsv1beta1.AddToScheme(scheme))

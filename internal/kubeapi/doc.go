@@ -7,8 +7,10 @@
 // get and watch with resource versions, bookmarks, label and field
 // selectors, and the server-side Table form), namespaces, the node, the
 // ConfigMaps and Secrets in force (a Secret without its values, as the
-// status socket serves it), and metrics.k8s.io's pod and node usage for
-// kubectl top (sampled for each request through readers in Config).
+// status socket serves it), metrics.k8s.io's pod and node usage for
+// kubectl top (sampled for each request through readers in Config),
+// containers' logs (pods/log, read through the caller's log opener), and
+// the store's events as core/v1 and events.k8s.io/v1 Events.
 //
 // It is read-only: a create, update, patch or delete answers 405 Method
 // Not Allowed with a Status naming the manifest file to edit, since the

@@ -39,6 +39,8 @@ type Config struct {
 	// capacity and allocatable as the status socket's node does; nil
 	// adds none.
 	Devices func() status.DeviceList
+	// Logs opens a container's log for pods/log; nil leaves pods/log out.
+	Logs status.LogOpener
 }
 
 // Server serves the Kubernetes API. Create it with New.
@@ -65,6 +67,8 @@ func New(cfg Config) *Server {
 	s.resources = append(s.coreResources(), s.objectResources()...)
 	s.resources = append(s.resources, s.metricsResources()...)
 	s.resources = append(s.resources, s.reviewResources()...)
+	s.resources = append(s.resources, s.eventResources()...)
+	s.addPodLog()
 	return s
 }
 

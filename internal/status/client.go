@@ -146,6 +146,15 @@ func (c *Client) Logs(ctx context.Context, podName, container string, opts LogOp
 	if opts.TailLines >= 0 {
 		q.Set("tailLines", strconv.FormatInt(opts.TailLines, 10))
 	}
+	if opts.SinceSeconds > 0 {
+		q.Set("sinceSeconds", strconv.FormatInt(opts.SinceSeconds, 10))
+	}
+	if !opts.SinceTime.IsZero() {
+		q.Set("sinceTime", opts.SinceTime.Format(time.RFC3339))
+	}
+	if opts.LimitBytes > 0 {
+		q.Set("limitBytes", strconv.FormatInt(opts.LimitBytes, 10))
+	}
 	path := "/pods/" + url.PathEscape(podName) + "/log"
 	if len(q) > 0 {
 		path += "?" + q.Encode()

@@ -35,7 +35,8 @@ type PodRevision struct {
 
 // revisions is the store's history of pod changes: every change that
 // alters a pod gets the next revision, which becomes the pod's
-// resourceVersion, as in the apiserver. Revisions start from the clock in
+// resourceVersion, as in the apiserver; so does every event recorded
+// (events.go), so that one revision orders both. Revisions start from the clock in
 // microseconds, so that they grow across restarts of staticlet and a
 // client's resource version from an earlier run is too old, never mistaken
 // for a current one. Guarded by Store.mu.
@@ -161,8 +162,8 @@ func (s *Store) PodChangesSince(rev uint64) ([]PodRevision, error) {
 	return s.revs.since(rev)
 }
 
-// Revision returns the store's current revision: the resourceVersion of
-// its latest pod change.
+// Revision returns the store's current revision: that of its latest pod
+// change or event.
 func (s *Store) Revision() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -52,7 +52,7 @@ func (s *Store) Subscribe() *Subscription {
 	for k := range s.pods {
 		sub.dirty[k] = struct{}{}
 	}
-	sub.cursor = s.seq - uint64(len(s.events))
+	sub.cursor = s.events.seq - uint64(len(s.events.ring))
 	s.subs[sub] = struct{}{}
 	return sub
 }
@@ -107,17 +107,15 @@ func (sub *Subscription) Events() (events []pod.Event, lost uint64) {
 	s := sub.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	oldest := s.seq - uint64(len(s.events))
+	oldest := s.events.seq - uint64(len(s.events.ring))
 	if sub.cursor < oldest {
 		lost = oldest - sub.cursor
 		sub.cursor = oldest
 	}
-	for n := sub.cursor; n < s.seq; n++ {
-		// Once the ring is full, s.next is the index of the oldest entry;
-		// before, it is 0, the index of the oldest too.
-		events = append(events, s.events[(s.next+int(n-oldest))%len(s.events)])
+	for n := sub.cursor; n < s.events.seq; n++ {
+		events = append(events, s.events.at(int(n-oldest)).Event)
 	}
-	sub.cursor = s.seq
+	sub.cursor = s.events.seq
 	return events, lost
 }
 
