@@ -30,10 +30,11 @@ oldest first, as kubectl get events does: repeats of an event are one row
 with their count. -w prints them, then each new one as it happens.
 
 -o json|yaml prints staticlet's event records; -o name, jsonpath,
-go-template and custom-columns see core/v1 Events, as kubectl does: the
-repeats of one as one Event with its count, first and last times,
-named as the kubelet names them (POD.HEXTIME), involvedObject the pod
-(and fieldPath spec.containers{NAME} for a container's).`,
+go-template and custom-columns see core/v1 Events, the same Events the
+Kubernetes API serves (kubectl get events): the repeats of one as one
+Event with its count, first and last times, named as the kubelet names
+them (POD.HEXTIME), involvedObject the pod with its UID (and fieldPath
+spec.containers{NAME} for a container's), ordered by namespace and name.`,
 		Example: `  # Every recent event
   staticlet get events
 
@@ -52,19 +53,27 @@ named as the kubelet names them (POD.HEXTIME), involvedObject the pod
 			if err != nil {
 				return err
 			}
-			keep := func(e pod.Event) bool {
+			keep := func(e status.RecordedEvent) bool {
 				return cf.namespace == "" || strings.HasPrefix(e.Pod, cf.namespace+"/")
 			}
 			if watch {
 				return watchEvents(cmd, &cf, podName, &of, p, keep)
 			}
-			events, err := cf.client().Events(cmd.Context(), podName)
+			recorded, err := cf.client().RecordedEvents(cmd.Context(), podName)
 			if err != nil {
 				return err
 			}
-			events = slices.DeleteFunc(events, func(e pod.Event) bool { return !keep(e) })
+			recorded = slices.DeleteFunc(recorded, func(e status.RecordedEvent) bool { return !keep(e) })
 			if p != nil {
-				return printers.List(p, cmd.OutOrStdout(), "Event", printers.CoreEvents(events))
+				node, err := nodeName(cmd, &cf)
+				if err != nil {
+					return err
+				}
+				return printers.List(p, cmd.OutOrStdout(), "Event", status.CoreEvents(recorded, node))
+			}
+			events := make([]pod.Event, len(recorded))
+			for i := range recorded {
+				events[i] = recorded[i].Event
 			}
 			if of.Raw() != "" {
 				return printers.Object(cmd.OutOrStdout(), events, of.Raw())
@@ -109,7 +118,7 @@ func eventsFor(cmd *cobra.Command, cf *clientFlags, forObj string) (string, erro
 
 // watchEvents prints the recent events of podName (every pod's when empty)
 // that keep selects, then each new one, until interrupted.
-func watchEvents(cmd *cobra.Command, cf *clientFlags, podName string, of *outputFlags, p *printers.Printer, keep func(pod.Event) bool) error {
+func watchEvents(cmd *cobra.Command, cf *clientFlags, podName string, of *outputFlags, p *printers.Printer, keep func(status.RecordedEvent) bool) error {
 	ctx, stop := watchContext(cmd.Context())
 	defer stop()
 	ew, err := printers.NewEventWatch(of.Writer(cmd.OutOrStdout()), of.Raw())
@@ -117,9 +126,23 @@ func watchEvents(cmd *cobra.Command, cf *clientFlags, podName string, of *output
 		return err
 	}
 	if p != nil {
-		ew.WithPrinter(p)
+		node, err := nodeName(cmd, cf)
+		if err != nil {
+			return err
+		}
+		ew.WithPrinter(p, node)
 	}
-	isMark := func(e pod.Event) bool { return e.Type == string(status.WatchBookmark) }
+	isMark := func(e status.RecordedEvent) bool { return e.Type == string(status.WatchBookmark) }
 	err = cf.client().WatchEvents(ctx, podName, printWatch(isMark, keep, false, ew.Print))
 	return endWatch(ctx, err)
+}
+
+// nodeName is the name of staticlet's node, which its events name as
+// their source and the object of a node event.
+func nodeName(cmd *cobra.Command, cf *clientFlags) (string, error) {
+	n, err := cf.client().Node(cmd.Context())
+	if err != nil {
+		return "", err
+	}
+	return n.Name, nil
 }

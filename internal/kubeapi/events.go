@@ -1,10 +1,7 @@
 package kubeapi
 
 import (
-	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,15 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/status/printers"
 )
-
-// eventComponent is the component that reports staticlet's events, the
-// kubelet's name for itself.
-const eventComponent = "kubelet"
 
 // eventResources are the events of the store, as core/v1 Events and as
 // events.k8s.io/v1 Events, read-only.
@@ -55,23 +47,11 @@ func (s *Server) eventCollection(as func(*v1.Event) runtime.Object, fieldsOf fun
 		resource: v1.Resource("events"),
 		snapshot: func(ns string) ([]runtime.Object, uint64) {
 			recorded, rev := s.cfg.Store.EventsAt()
-			pods := s.podsByKey()
-			// A series is one Event, in the state of its latest repeat.
-			latest := map[string]*v1.Event{}
-			for i := range recorded {
-				e := s.coreEvent(&recorded[i], pods)
+			out := []runtime.Object{}
+			for _, e := range status.CoreEvents(recorded, s.cfg.NodeName) {
 				if ns == "" || e.Namespace == ns {
-					latest[e.Namespace+"/"+e.Name] = e
+					out = append(out, as(&e))
 				}
-			}
-			keys := make([]string, 0, len(latest))
-			for k := range latest {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			out := make([]runtime.Object, len(keys))
-			for i, k := range keys {
-				out[i] = as(latest[k])
 			}
 			return out, rev
 		},
@@ -80,15 +60,14 @@ func (s *Server) eventCollection(as func(*v1.Event) runtime.Object, fieldsOf fun
 			if err != nil {
 				return nil, err
 			}
-			pods := s.podsByKey()
 			out := make([]change, len(recorded))
 			for i := range recorded {
-				e := s.coreEvent(&recorded[i], pods)
+				e := status.CoreEvent(&recorded[i], s.cfg.NodeName)
 				typ := watchType(status.WatchModified)
 				if e.Count == 1 {
 					typ = watchType(status.WatchAdded)
 				}
-				out[i] = change{typ: typ, obj: as(e), rev: recorded[i].Rev}
+				out[i] = change{typ: typ, obj: as(&e), rev: recorded[i].Rev}
 			}
 			return out, nil
 		},
@@ -97,86 +76,6 @@ func (s *Server) eventCollection(as func(*v1.Event) runtime.Object, fieldsOf fun
 		empty:  func() runtime.Object { return &v1.Event{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"}} },
 		list:   list,
 	}
-}
-
-// podsByKey are the store's pods by "namespace/name".
-func (s *Server) podsByKey() map[string]*v1.Pod {
-	pods, _ := s.cfg.Store.PodsAt()
-	out := make(map[string]*v1.Pod, len(pods))
-	for i := range pods {
-		out[pods[i].Namespace+"/"+pods[i].Name] = &pods[i]
-	}
-	return out
-}
-
-// coreEvent is the core/v1 Event the kubelet's recorder would have made
-// of a series of repeats, given the latest: named after its pod (or node)
-// and the time of the first, counting them. pods are the store's pods,
-// for the UID of an event recorded before its pod was stored and for
-// telling an init container's events.
-func (s *Server) coreEvent(r *status.RecordedEvent, pods map[string]*v1.Pod) *v1.Event {
-	node := s.cfg.NodeName
-	ref := v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
-	ns := defaultNamespace
-	if r.Pod != "" {
-		podNS, name, _ := strings.Cut(r.Pod, "/")
-		ns = podNS
-		ref = v1.ObjectReference{Kind: "Pod", Namespace: podNS, Name: name, UID: types.UID(r.UID), APIVersion: "v1"}
-		p := pods[r.Pod]
-		if ref.UID == "" && p != nil {
-			ref.UID = p.UID
-		}
-		if r.Container != "" {
-			ref.FieldPath = containerFieldPath(p, r.Container)
-		}
-	} else if kind, name, ok := strings.Cut(r.Object, "/"); ok && !strings.EqualFold(kind, "node") {
-		ref = v1.ObjectReference{Kind: kindOf(kind), Name: name}
-	}
-	name := fmt.Sprintf("%s.%x", ref.Name, r.First.UnixNano())
-	first, last := metav1.NewTime(r.First), metav1.NewTime(r.Time)
-	return &v1.Event{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Event"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: ns, UID: types.UID(derivedUID("event", ns+"/"+name)),
-			ResourceVersion: strconv.FormatUint(r.Rev, 10), CreationTimestamp: first,
-		},
-		InvolvedObject:      ref,
-		Reason:              r.Reason,
-		Message:             r.Message,
-		Source:              v1.EventSource{Component: eventComponent, Host: node},
-		FirstTimestamp:      first,
-		LastTimestamp:       last,
-		Count:               r.Count,
-		Type:                r.Type,
-		ReportingController: eventComponent,
-		ReportingInstance:   node,
-	}
-}
-
-// containerFieldPath is how an event names a container of pod p, as the
-// kubelet's references do; p may be nil (a pod no longer stored).
-func containerFieldPath(p *v1.Pod, name string) string {
-	if p != nil {
-		for _, c := range p.Spec.InitContainers {
-			if c.Name == name {
-				return "spec.initContainers{" + name + "}"
-			}
-		}
-		for _, c := range p.Spec.EphemeralContainers {
-			if c.Name == name {
-				return "spec.ephemeralContainers{" + name + "}"
-			}
-		}
-	}
-	return "spec.containers{" + name + "}"
-}
-
-// kindOf turns the lower-case kind of a pod.Event's Object into a Kind.
-func kindOf(kind string) string {
-	if kind == "" {
-		return ""
-	}
-	return strings.ToUpper(kind[:1]) + kind[1:]
 }
 
 // newEvent is e as events.k8s.io/v1 serves it: the apiserver's conversion

@@ -49,7 +49,7 @@ func (s *Server) node() *v1.Node {
 		n.Name = s.cfg.NodeName
 	}
 	if n.UID == "" {
-		n.UID = types.UID(derivedUID("node", n.Name))
+		n.UID = types.UID(status.DerivedUID("node", n.Name))
 	}
 	return n
 }

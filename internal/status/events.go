@@ -16,15 +16,20 @@ type RecordedEvent struct {
 	pod.Event
 	// Rev is the store revision the event was recorded at, from the
 	// counter that numbers the pods' changes.
-	Rev uint64
-	// UID is the UID of the event's pod when it was recorded; empty for a
-	// node event or a pod the store did not hold.
-	UID string
+	Rev uint64 `json:"rev,omitempty"`
+	// UID is the UID of the event's pod when it was recorded, or else
+	// when it was read; empty for a node event or a pod the store did not
+	// hold.
+	UID string `json:"uid,omitempty"`
 	// First is the time of the first event of the series: the events
 	// still in the store with the same pod, UID, object, container, type,
 	// reason and message. Count is how many there are, this one included.
-	First time.Time
-	Count int32
+	First time.Time `json:"firstTime,omitzero"`
+	Count int32     `json:"count,omitempty"`
+	// FieldPath is how the event's container is named in its pod's spec
+	// when it was read (spec.initContainers{NAME} for an init
+	// container's); empty for an event of no container.
+	FieldPath string `json:"fieldPath,omitempty"`
 }
 
 // eventKey is what makes events repeats of each other.
@@ -130,13 +135,28 @@ func (s *Store) Event(e pod.Event) {
 // returns all of them; "namespace/name" the events of that pod; a bare name
 // the events of pods with that name in any namespace.
 func (s *Store) Events(podFilter string) []pod.Event {
+	recorded := s.RecordedEvents(podFilter)
+	out := make([]pod.Event, len(recorded))
+	for i := range recorded {
+		out[i] = recorded[i].Event
+	}
+	return out
+}
+
+// RecordedEvents is Events with each event's revision, series and pod,
+// what CoreEvent makes an Event of.
+func (s *Store) RecordedEvents(podFilter string) []RecordedEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]pod.Event, 0, len(s.events.ring))
+	return s.recordedLocked(podFilter)
+}
+
+// recordedLocked is RecordedEvents with s.mu held.
+func (s *Store) recordedLocked(podFilter string) []RecordedEvent {
+	out := make([]RecordedEvent, 0, len(s.events.ring))
 	for i := range s.events.ring {
-		e := s.events.at(i)
-		if matchPod(e.Pod, podFilter) {
-			out = append(out, e.Event)
+		if e := s.events.at(i); matchPod(e.Pod, podFilter) {
+			out = append(out, s.resolveLocked(e))
 		}
 	}
 	return out
@@ -147,11 +167,7 @@ func (s *Store) Events(podFilter string) []pod.Event {
 func (s *Store) EventsAt() ([]RecordedEvent, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]RecordedEvent, len(s.events.ring))
-	for i := range out {
-		out[i] = s.events.at(i)
-	}
-	return out, s.revs.rev
+	return s.recordedLocked(""), s.revs.rev
 }
 
 // EventsSince returns the events recorded after revision rev, oldest
@@ -159,5 +175,27 @@ func (s *Store) EventsAt() ([]RecordedEvent, uint64) {
 func (s *Store) EventsSince(rev uint64) ([]RecordedEvent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.events.since(rev, s.revs.rev)
+	out, err := s.events.since(rev, s.revs.rev)
+	for i := range out {
+		out[i] = s.resolveLocked(out[i])
+	}
+	return out, err
+}
+
+// resolveLocked is e with what the store's pods tell of it now: the UID
+// of a pod stored only after e was recorded, and the field path of e's
+// container. s.mu is held.
+func (s *Store) resolveLocked(e RecordedEvent) RecordedEvent {
+	ns, name, ok := strings.Cut(e.Pod, "/")
+	if !ok {
+		return e
+	}
+	p := s.pods[pod.Key{Namespace: ns, Name: name}]
+	if e.UID == "" && p != nil {
+		e.UID = string(p.UID)
+	}
+	if e.Container != "" {
+		e.FieldPath = ContainerFieldPath(p, e.Container)
+	}
+	return e
 }

@@ -376,13 +376,14 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request) {
 }
 
 // events lists the recent events, or with watch=true streams them (see
-// watchEvents); pod selects one pod's.
+// watchEvents); pod selects one pod's. Each is a pod.Event with what the
+// store adds to it (see RecordedEvent): its revision, series and pod UID.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	podFilter := r.URL.Query().Get("pod")
 	if s.serveWatch(w, r, func(bookmarks bool) { s.watchEvents(w, r, podFilter, bookmarks) }) {
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Events(podFilter))
+	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.RecordedEvents(podFilter))
 }
 
 func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {

@@ -103,7 +103,7 @@ func (sub *Subscription) PodChanges() []PodChange {
 // Events returns the events recorded since the last call, oldest first,
 // and how many events before them the store dropped from its ring before
 // this subscriber read them (0 unless it fell behind by more than 1000).
-func (sub *Subscription) Events() (events []pod.Event, lost uint64) {
+func (sub *Subscription) Events() (events []RecordedEvent, lost uint64) {
 	s := sub.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,7 +113,7 @@ func (sub *Subscription) Events() (events []pod.Event, lost uint64) {
 		sub.cursor = oldest
 	}
 	for n := sub.cursor; n < s.events.seq; n++ {
-		events = append(events, s.events.at(int(n-oldest)).Event)
+		events = append(events, s.resolveLocked(s.events.at(int(n-oldest))))
 	}
 	sub.cursor = s.events.seq
 	return events, lost

@@ -10,6 +10,7 @@ import (
 	"github.com/liggitt/tabwriter"
 
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/status"
 )
 
 // eventGroup is the repeats of one event (same pod, type, reason, container
@@ -116,6 +117,7 @@ type EventWatch struct {
 	objects *objectStream
 	printer *Printer          // set by WithPrinter
 	aligned *tabwriter.Writer // printer's output
+	node    string            // the node of the events, for printer
 }
 
 // NewEventWatch returns an EventWatch writing to w in format "" (the
@@ -133,20 +135,21 @@ func NewEventWatch(w io.Writer, format string) (*EventWatch, error) {
 	return ew, nil
 }
 
-// WithPrinter has ew print, instead of rows, each event as a core/v1
-// Event (see CoreEvents) with the count of its repeats so far, through
-// p, one of kubectl's printers, aligned as kubectl aligns them in a watch.
-func (ew *EventWatch) WithPrinter(p *Printer) *EventWatch {
-	ew.printer, ew.aligned = p, watchWriter(ew.w)
+// WithPrinter has ew print, instead of rows, each event of node as the
+// core/v1 Event the Kubernetes API serves (see status.CoreEvent), with
+// the count of its repeats so far, through p, one of kubectl's printers,
+// aligned as kubectl aligns them in a watch.
+func (ew *EventWatch) WithPrinter(p *Printer, node string) *EventWatch {
+	ew.printer, ew.aligned, ew.node = p, watchWriter(ew.w), node
 	return ew
 }
 
 // Print writes a batch of events, oldest first: the initial ones as one
 // table with the header, then each later one as it comes.
-func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
+func (ew *EventWatch) Print(events []status.RecordedEvent, now time.Time) error {
 	if ew.printer != nil {
-		for _, e := range events {
-			ce := coreEvent(ew.groups.add(e))
+		for i := range events {
+			ce := status.CoreEvent(&events[i], ew.node)
 			if err := ew.printer.Object(ew.aligned, "Event", &ce); err != nil {
 				return err
 			}
@@ -158,7 +161,7 @@ func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
 	}
 	if ew.objects != nil {
 		for _, e := range events {
-			if err := ew.objects.write(e); err != nil {
+			if err := ew.objects.write(e.Event); err != nil {
 				return err
 			}
 		}
@@ -166,7 +169,7 @@ func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
 	}
 	var touched []*eventGroup
 	for _, e := range events {
-		a := ew.groups.add(e)
+		a := ew.groups.add(e.Event)
 		touched = slices.DeleteFunc(touched, func(r *eventGroup) bool { return r == a })
 		touched = append(touched, a)
 	}

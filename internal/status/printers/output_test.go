@@ -2,7 +2,6 @@ package printers
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,30 +263,15 @@ func TestNoHeaders(t *testing.T) {
 	}
 }
 
-// TestCoreEvents checks events as core/v1 Events: repeats as one with
-// their count, named as the kubelet names them, pointing at the pod (the
-// container), or at the node.
-func TestCoreEvents(t *testing.T) {
+// TestEventWatchWithPrinter: a watch with one of kubectl's printers
+// prints each event as the API's core/v1 Event, with its count so far.
+func TestEventWatchWithPrinter(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	events := []pod.Event{
-		{Time: t0, Pod: "kube-system/etcd-n1", Container: "etcd", Type: pod.EventWarning, Reason: "BackOff", Message: "Back-off\n"},
-		{Time: t0.Add(time.Second), Object: "node/n1", Type: pod.EventNormal, Reason: "ImageGarbageCollected", Message: "Removed image x"},
-		{Time: t0.Add(2 * time.Second), Pod: "kube-system/etcd-n1", Container: "etcd", Type: pod.EventWarning, Reason: "BackOff", Message: "Back-off\n"},
-	}
-	got := CoreEvents(events)
-	if len(got) != 2 {
-		t.Fatalf("CoreEvents() = %d events, want 2: %+v", len(got), got)
-	}
-	node, backoff := got[0], got[1]
-	if want := fmt.Sprintf("n1.%x", t0.Add(time.Second).UnixNano()); node.Name != want || node.Namespace != "default" || node.InvolvedObject.Kind != "Node" || node.InvolvedObject.Name != "n1" {
-		t.Errorf("node event = %s/%s about %+v, want default/%s about node n1", node.Namespace, node.Name, node.InvolvedObject, want)
-	}
-	ref := backoff.InvolvedObject
-	if backoff.Name != fmt.Sprintf("etcd-n1.%x", t0.UnixNano()) || backoff.Namespace != "kube-system" || backoff.Count != 2 ||
-		ref.Kind != "Pod" || ref.Name != "etcd-n1" || ref.FieldPath != "spec.containers{etcd}" ||
-		!backoff.FirstTimestamp.Time.Equal(t0) || !backoff.LastTimestamp.Time.Equal(t0.Add(2*time.Second)) || backoff.Message != "Back-off" {
-		t.Errorf("repeated event = %+v", backoff)
-	}
+	store := status.NewStore()
+	store.Event(pod.Event{Time: t0, Pod: "kube-system/etcd-n1", Container: "etcd", Type: pod.EventWarning, Reason: "BackOff", Message: "Back-off\n"})
+	store.Event(pod.Event{Time: t0.Add(time.Second), Object: "node/n1", Type: pod.EventNormal, Reason: "ImageGarbageCollected", Message: "Removed image x"})
+	store.Event(pod.Event{Time: t0.Add(2 * time.Second), Pod: "kube-system/etcd-n1", Container: "etcd", Type: pod.EventWarning, Reason: "BackOff", Message: "Back-off\n"})
+	events, _ := store.EventsAt()
 
 	p, err := Output{Format: `jsonpath={.involvedObject.name} {.count}{"\n"}`}.Printer(Formats{Names: true})
 	if err != nil {
@@ -298,7 +282,7 @@ func TestCoreEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ew.WithPrinter(p)
+	ew.WithPrinter(p, "n1")
 	if err := ew.Print(events[:2], t0); err != nil {
 		t.Fatal(err)
 	}

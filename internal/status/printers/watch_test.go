@@ -133,8 +133,8 @@ func TestEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ew.Print(events[:2], now)
-	ew.Print(events[3:], now)
+	ew.Print(recorded(events[:2]), now)
+	ew.Print(recorded(events[3:]), now)
 	want = `LAST SEEN   TYPE      REASON    OBJECT    MESSAGE
 5m          Normal    Started   pod/web   Started container c
 4m          Warning   BackOff   pod/web   Back-off restarting failed container c
@@ -163,4 +163,13 @@ func TestEventsOfTheNode(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("Events() =\n%s\nwant\n%s", b.String(), want)
 	}
+}
+
+// recorded is events as the status socket serves them.
+func recorded(events []pod.Event) []status.RecordedEvent {
+	out := make([]status.RecordedEvent, len(events))
+	for i, e := range events {
+		out[i] = status.RecordedEvent{Event: e}
+	}
+	return out
 }
