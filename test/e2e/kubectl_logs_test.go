@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,14 @@ func TestKubectlLogsAndEvents(t *testing.T) {
 		!strings.Contains(out, "spec.containers{main}") || !strings.Contains(out, "kubelet, "+harness.TestNode) || !strings.Contains(out, "Started") {
 		t.Errorf("kubectl get events -o wide:\n%s", out)
 	}
+	// staticlet get events sees the Events kubectl gets: the same names,
+	// pods (by UID) and containers. Retried, as the counting goes on.
+	const same = `jsonpath={.items[*].metadata.name} {.items[*].involvedObject.uid} {.items[*].involvedObject.fieldPath} {.items[*].source.host}`
+	harness.WaitFor(t, 30*time.Second, "staticlet get events to show kubectl's Events", func() (bool, string) {
+		api := k.must("get", "events", "-A", "-o", same)
+		cli, err := d.CLI("get", "events", "-o", same)
+		return err == nil && cli == api, fmt.Sprintf("kubectl: %s\nstaticlet: %s (%v)", api, cli, err)
+	})
 	out = k.must("describe", "pod", counting)
 	events := out[strings.Index(out, "Events:"):]
 	if !strings.Contains(events, "Started") || !strings.Contains(events, "kubelet") {
