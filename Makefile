@@ -14,7 +14,7 @@ DEB     := bin/staticlet_$(GOARCH).deb
 export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: all build deb deps test unit apidiff integration e2e vm fuzz test-containerd test-stress bench soak demo demo-stop lint clean
+.PHONY: all build generate deb deps test unit apidiff integration e2e vm fuzz test-containerd test-stress bench soak demo demo-stop lint clean
 
 all: build
 
@@ -31,14 +31,14 @@ deb: build
 # QEMU without its recommends (no GUI, no firmware beyond the BIOS): the VM
 # tests boot a serial-console guest; e2fsprogs makes and reads its disks.
 # gcc: the tests build staticlet with cgo too, dynamically linked, as a
-# plain `go build` does.
+# plain `go build` does. tmux: k9s runs in it, for its screen to be read.
 deps:
 	@if ! command -v containerd >/dev/null || ! command -v runc >/dev/null || ! command -v ctr >/dev/null || ! test -x /bin/busybox \
 		|| ! command -v dbus-daemon >/dev/null || ! command -v debootstrap >/dev/null || ! command -v systemd-nspawn >/dev/null \
 		|| ! command -v qemu-system-x86_64 >/dev/null || ! command -v mkfs.ext4 >/dev/null || ! command -v debugfs >/dev/null \
 		|| ! command -v gcc >/dev/null || ! command -v qemu-aarch64 >/dev/null \
-		|| ! command -v aarch64-linux-gnu-as >/dev/null; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container gcc binutils-aarch64-linux-gnu \
+		|| ! command -v aarch64-linux-gnu-as >/dev/null || ! command -v tmux >/dev/null; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y containerd runc busybox-static dbus debootstrap systemd-container gcc binutils-aarch64-linux-gnu tmux \
 		&& DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends qemu-system-x86 qemu-user e2fsprogs; \
 	fi
 
@@ -78,9 +78,9 @@ vm: deps build deb
 # that need root and containerd (against Debian's), the packaging module's
 # tests, the fuzz targets, and the containerd-backed tests against each
 # other release (test-containerd). prebuild first builds what the tests
-# build from the module proxy (the containerd releases, etcd) if it is not
-# cached yet, minutes on a fresh machine, so that no test's timeout pays
-# for it.
+# build from the module proxy (the containerd releases, etcd, kubectl and
+# k9s) if it is not cached yet, minutes on a fresh machine, so that no
+# test's timeout pays for it.
 test: lint unit apidiff integration e2e vm
 	cd packaging && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
@@ -174,6 +174,12 @@ demo: deps build
 
 demo-stop:
 	packaging/demo.sh stop
+
+# The generated code: the OpenAPI definitions of the Kubernetes types the
+# API serves (internal/kubeapi/openapi, by openapi-gen, a tool in go.mod).
+# Its test fails while the committed file is stale.
+generate:
+	$(GO) generate ./internal/kubeapi/openapi
 
 # gofmt, go vet and staticcheck (pinned: the same findings on every
 # machine; built from the Go module proxy on first use) over the modules.

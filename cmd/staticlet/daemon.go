@@ -51,7 +51,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	nodeIP := hostIP(cfg.network.bridge)
+	nodeIP := nodeAddress(cfg.network.bridge)
 	network, err := networkConfig(cfg.network)
 	if err != nil {
 		return err
@@ -71,8 +71,8 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	started := time.Now()
 	store := status.NewStore()
-	store.SetNode(nodeObject(cfg.nodeName, time.Now()))
 	// The CDI devices: read now, watched under the errgroup below.
 	// A change of the specs has the merger judge the pods' devices again,
 	// and wakes the containers waiting for devices (some may be new).
@@ -132,12 +132,14 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	// Container logs, for the status socket and the Kubernetes API alike.
+	podLogs := logOpener(store, cfg.logs.dir)
 	server := status.NewServer(status.ServerConfig{
 		Socket:     cfg.status.socket,
 		Group:      cfg.status.group,
 		Store:      store,
 		Health:     daemonHealth(rec, rt),
-		Logs:       logOpener(store, cfg.logs.dir),
+		Logs:       podLogs,
 		Exec:       execInContainer(rt),
 		Images:     imageLister(imageGC),
 		Devices:    nodeDevices,
@@ -153,10 +155,13 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	}
 	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
 		Health: daemonHealth(rec, rt), Logger: logger,
-		Exec: execInContainer(rt), Logs: logOpener(store, cfg.logs.dir), DialPod: podDialer(rt)})
+		Stats: statsReader(rt), NodeUsage: nodeUsage(rt.NodeWorkingSet), Devices: nodeDevices, Logs: podLogs,
+		Exec: execInContainer(rt), DialPod: podDialer(rt)})
 	if err != nil {
 		return err
 	}
+	store.SetNode(readNode(ctx, nodeFacts{name: cfg.nodeName, started: started, address: nodeIP, maxPods: cfg.maxPods, apiPort: api.port()},
+		cfg.rootDir, rt.Version, logger))
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
 	shutdownConfig := cfg.shutdown
 	shutdownConfig.Node = nodeShutdown{rec: rec, store: store}

@@ -86,11 +86,3 @@ func diskPressureCondition(s diskpressure.State) v1.NodeCondition {
 	}
 	return c
 }
-
-// nodeObject is the node that GET /node shows, but for its conditions.
-func nodeObject(name string, started time.Time) v1.Node {
-	return v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(started)},
-		Status:     v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{KubeletVersion: version}},
-	}
-}

@@ -56,6 +56,18 @@ func listenKubeAPI(cfg runConfig, apiCfg kubeapi.Config) (*kubeAPI, error) {
 	return &kubeAPI{ln: ln, bundle: bundle, hosts: hosts, server: kubeapi.New(apiCfg), logger: apiCfg.Logger}, nil
 }
 
+// port is the port the API listens on, the node's kubeletEndpoint; 0
+// when it is off (a nil a).
+func (a *kubeAPI) port() int32 {
+	if a == nil {
+		return 0
+	}
+	if tcp, ok := a.ln.Addr().(*net.TCPAddr); ok {
+		return int32(tcp.Port)
+	}
+	return 0
+}
+
 // Run serves the API until ctx ends, renewing the serving and admin
 // certificates when they are due, without a restart.
 func (a *kubeAPI) Run(ctx context.Context) error {

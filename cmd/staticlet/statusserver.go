@@ -46,7 +46,8 @@ func logOpener(store *status.Store, podLogsDir string) status.LogOpener {
 		if err != nil {
 			return nil, err
 		}
-		q := logs.Query{Path: path, TailLines: opts.TailLines, Timestamps: opts.Timestamps}
+		q := logs.Query{Path: path, TailLines: opts.TailLines, Timestamps: opts.Timestamps,
+			Since: opts.Since(time.Now()), LimitBytes: opts.LimitBytes}
 		// A previous instance writes no more; nor does one that is not
 		// running, like a kubelet's follow of a terminated container.
 		if opts.Follow && !opts.Previous && cs.State.Running != nil {

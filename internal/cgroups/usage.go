@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/staticlet/staticlet/internal/nodeinfo"
 )
 
 // Resource usage, as kubectl top shows it through the kubelet's summary
@@ -132,4 +134,49 @@ func statValue(b []byte, key string) (uint64, bool) {
 		return n, err == nil
 	}
 	return 0, false
+}
+
+// meminfoFile is the kernel's account of the machine's memory.
+const meminfoFile = "/proc/meminfo"
+
+// NodeWorkingSet returns the memory working set of the whole node, as
+// cAdvisor computes it for the root cgroup, which metrics-server reports
+// as the node's memory: with a v1 memory hierarchy (legacy or hybrid
+// mode), the root memory cgroup's usage_in_bytes less its
+// total_inactive_file; on v2, whose root cgroup has no memory.current,
+// the memory in use by /proc/meminfo (MemTotal less MemFree) less the
+// root's inactive_file (of its memory.stat, or meminfo's Inactive(file)
+// on a kernel without one).
+func (m *Manager) NodeWorkingSet() (uint64, error) { return m.host.nodeWorkingSet(meminfoFile) }
+
+func (h cgroupHost) nodeWorkingSet(meminfoPath string) (uint64, error) {
+	if _, ok := h.v1["memory"]; ok && !h.unified {
+		ws, ok, err := h.workingSet("/")
+		if err == nil && !ok {
+			err = errors.New("no memory.usage_in_bytes")
+		}
+		if err != nil {
+			return 0, fmt.Errorf("reading the node's memory working set: %w", err)
+		}
+		return ws, nil
+	}
+	meminfo, err := os.ReadFile(meminfoPath)
+	if err != nil {
+		return 0, fmt.Errorf("reading the node's memory working set: %w", err)
+	}
+	total, okTotal := nodeinfo.MeminfoValue(meminfo, "MemTotal")
+	free, okFree := nodeinfo.MeminfoValue(meminfo, "MemFree")
+	if !okTotal || !okFree {
+		return 0, fmt.Errorf("reading the node's memory working set: no MemTotal or MemFree in %s", meminfoPath)
+	}
+	inactive, found := uint64(0), false
+	if h.v2Root != "" {
+		if stat, ok, err := readCgroupFile(filepath.Join(h.v2Root, "memory.stat")); ok && err == nil {
+			inactive, found = statValue(stat, "inactive_file")
+		}
+	}
+	if !found {
+		inactive, _ = nodeinfo.MeminfoValue(meminfo, "Inactive(file)")
+	}
+	return workingSetOf(total-min(free, total), inactive), nil
 }

@@ -138,3 +138,37 @@ func TestTopStatValue(t *testing.T) {
 		}
 	}
 }
+
+func TestNodeWorkingSet(t *testing.T) {
+	v1, v2 := fakeHosts(t)
+	meminfo := filepath.Join(t.TempDir(), "meminfo")
+	if err := os.WriteFile(meminfo, []byte("MemTotal:  1000 kB\nMemFree:  200 kB\nInactive(file):  300 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeCgroup(t, v1.v1["memory"], "/", map[string]string{
+		"memory.usage_in_bytes": "900000\n",
+		"memory.stat":           "inactive_file 1\ntotal_inactive_file 100000\n",
+	})
+	// A v2 host without memory.stat at its root (older kernels),
+	// then with one.
+	bare := v2
+	bare.v2Root = filepath.Join(t.TempDir(), "bare")
+	writeCgroup(t, v2.v2Root, "/", map[string]string{"memory.stat": "anon 5\ninactive_file 102400\n"})
+	for _, tc := range []struct {
+		name string
+		host cgroupHost
+		want uint64
+	}{
+		{"v1: root usage less total_inactive_file", v1, 800000},
+		{"v2: meminfo in use less Inactive(file)", bare, (800 - 300) * 1024},
+		{"v2: meminfo in use less root inactive_file", v2, 800*1024 - 102400},
+	} {
+		got, err := tc.host.nodeWorkingSet(meminfo)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: nodeWorkingSet = %d, %v; want %d", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := v2.nodeWorkingSet(filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("nodeWorkingSet without meminfo: no error")
+	}
+}

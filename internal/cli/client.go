@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +49,7 @@ func getCommand() *cobra.Command {
 func getPodsCommand() *cobra.Command {
 	var (
 		cf       clientFlags
-		output   string
+		of       outputFlags
 		selector string
 		wf       podWatchFlags
 	)
@@ -63,9 +64,22 @@ func getPodsCommand() *cobra.Command {
   staticlet get pods -l tier=control-plane -w
 
   # One pod as YAML, printed again at each change
-  staticlet get pod etcd-node1 -w -o yaml`,
+  staticlet get pod etcd-node1 -w -o yaml
+
+  # The names of the pods, on one line, as kubectl's jsonpath prints them
+  staticlet get pods -o jsonpath='{.items[*].metadata.name}'
+
+  # pod/NAME for each pod
+  staticlet get pods -o name
+
+  # Each pod's name and IP, without the header line
+  staticlet get pods -o custom-columns=NAME:.metadata.name,IP:.status.podIP --no-headers`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := of.printer()
+			if err != nil {
+				return err
+			}
 			if selector != "" {
 				if len(args) == 1 {
 					return fmt.Errorf("name cannot be provided when a selector is specified")
@@ -75,7 +89,7 @@ func getPodsCommand() *cobra.Command {
 				}
 			}
 			if wf.watch || wf.watchOnly {
-				return watchPods(cmd, &cf, strings.Join(args, ""), selector, output, wf)
+				return watchPods(cmd, &cf, strings.Join(args, ""), selector, &of, p, wf)
 			}
 			ctx := cmd.Context()
 			c := cf.client()
@@ -99,19 +113,14 @@ func getPodsCommand() *cobra.Command {
 				items = append(items, *p)
 				obj = p
 			}
-			switch output {
-			case "", "wide":
-				return printers.Pods(cmd.OutOrStdout(), items, output == "wide", time.Now())
-			case "json", "yaml":
-				return printers.Object(cmd.OutOrStdout(), obj, output)
-			default:
-				return fmt.Errorf("unknown output format %q: use wide, json or yaml", output)
-			}
+			return printKube(cmd.OutOrStdout(), &of, p, "Pod", items, len(args) == 1, obj, func(w io.Writer, wide bool) error {
+				return printers.Pods(w, items, wide, time.Now())
+			})
 		},
 	}
 	cf.add(cmd)
 	cf.addNamespace(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	of.add(cmd, kubeFormats(true), true)
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector, as kubectl's: key=value, key!=value, key in (a,b), !key")
 	wf.add(cmd)
 	cmd.ValidArgsFunction = completePods(&cf, 1, "")
@@ -119,27 +128,37 @@ func getPodsCommand() *cobra.Command {
 }
 
 func getManifestsCommand() *cobra.Command {
-	var cf clientFlags
+	var (
+		cf clientFlags
+		of outputFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "manifests",
 		Short: "List manifest files with their pods or errors",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := of.printer()
+			if err != nil {
+				return err
+			}
 			ms, err := cf.client().Manifests(cmd.Context())
 			if err != nil {
 				return err
 			}
-			return printers.Manifests(cmd.OutOrStdout(), ms)
+			return printDocument(cmd.OutOrStdout(), &of, p, ms, func(w io.Writer) error {
+				return printers.Manifests(w, ms)
+			})
 		},
 	}
 	cf.add(cmd)
+	of.add(cmd, documentFormats(), true)
 	return cmd
 }
 
 func getImagesCommand() *cobra.Command {
 	var (
-		cf     clientFlags
-		output string
+		cf clientFlags
+		of outputFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "images",
@@ -154,22 +173,21 @@ its age and the disk's usage (KEPT): "in use" (a container was made from it),
 when it may be removed. Then the import files that failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := of.printer()
+			if err != nil {
+				return err
+			}
 			list, err := cf.client().Images(cmd.Context())
 			if err != nil {
 				return err
 			}
-			switch output {
-			case "":
-				return printers.Images(cmd.OutOrStdout(), list, time.Now())
-			case "json", "yaml":
-				return printers.Object(cmd.OutOrStdout(), list, output)
-			default:
-				return fmt.Errorf("unknown output format %q: use json or yaml", output)
-			}
+			return printDocument(cmd.OutOrStdout(), &of, p, list, func(w io.Writer) error {
+				return printers.Images(w, list, time.Now())
+			})
 		},
 	}
 	cf.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	of.add(cmd, documentFormats(), true)
 	return cmd
 }
 
@@ -204,8 +222,8 @@ func describeCommand() *cobra.Command {
 
 func getNodeCommand() *cobra.Command {
 	var (
-		cf     clientFlags
-		output string
+		cf clientFlags
+		of outputFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "node [NAME]",
@@ -213,22 +231,21 @@ func getNodeCommand() *cobra.Command {
 		Short:   "Show the node: NAME STATUS AGE VERSION, STATUS naming a pressure such as DiskPressure",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := of.printer()
+			if err != nil {
+				return err
+			}
 			n, err := theNode(cmd, &cf, args)
 			if err != nil {
 				return err
 			}
-			switch output {
-			case "":
-				return printers.Node(cmd.OutOrStdout(), n, time.Now())
-			case "json", "yaml":
-				return printers.Object(cmd.OutOrStdout(), n, output)
-			default:
-				return fmt.Errorf("unknown output format %q: use json or yaml", output)
-			}
+			return printKube(cmd.OutOrStdout(), &of, p, "Node", []v1.Node{*n}, len(args) == 1, n, func(w io.Writer, _ bool) error {
+				return printers.Node(w, n, time.Now())
+			})
 		},
 	}
 	cf.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	of.add(cmd, kubeFormats(false), true)
 	return cmd
 }
 

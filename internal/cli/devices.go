@@ -14,8 +14,8 @@ import (
 
 func getDevicesCommand() *cobra.Command {
 	var (
-		cf     clientFlags
-		output string
+		cf clientFlags
+		of outputFlags
 	)
 	cmd := &cobra.Command{
 		Use:     "devices [KIND]",
@@ -37,10 +37,9 @@ spec went is listed with SPEC <none>.`,
   staticlet get devices nvidia.com/gpu -o json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch output {
-			case "", "json", "yaml":
-			default:
-				return fmt.Errorf("unknown output format %q: use json or yaml", output)
+			p, err := of.printer()
+			if err != nil {
+				return err
 			}
 			list, err := cf.client().Devices(cmd.Context())
 			if err != nil {
@@ -49,8 +48,8 @@ spec went is listed with SPEC <none>.`,
 			if len(args) == 1 {
 				list.Devices = slices.DeleteFunc(list.Devices, func(d status.Device) bool { return d.Kind != args[0] })
 			}
-			if output != "" {
-				return printers.Object(cmd.OutOrStdout(), list, output)
+			if table, _ := of.Table(); !table {
+				return printDocument(cmd.OutOrStdout(), &of, p, list, nil)
 			}
 			if len(list.Devices) == 0 {
 				what := "CDI devices"
@@ -60,11 +59,11 @@ spec went is listed with SPEC <none>.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "No %s: no CDI spec in %s names one.\n", what, strings.Join(list.SpecDirs, ", "))
 				return nil
 			}
-			return printers.Devices(cmd.OutOrStdout(), list.Devices)
+			return printers.Devices(of.Writer(cmd.OutOrStdout()), list.Devices)
 		},
 	}
 	cf.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	of.add(cmd, documentFormats(), true)
 	cmd.ValidArgsFunction = completeDeviceKinds(&cf)
 	return cmd
 }

@@ -48,7 +48,7 @@ func TestGetDevices(t *testing.T) {
 		{args: []string{"get", "device", "other.test/cam"}, want: []string{"other.test/cam", "/var/run/cdi/cam.json"}, not: []string{"example.test/dev"}},
 		{args: []string{"get", "devices", "-o", "json"}, want: []string{`"specDirs"`, `"name": "example.test/dev=1"`, `"container": "main"`, `"exclusive": true`, `"state": "allocated"`, `"state": "free"`}},
 		{args: []string{"get", "devices", "-o", "yaml"}, want: []string{"kind: other.test/cam", "pod: default/gpu-n1"}},
-		{args: []string{"get", "devices", "-o", "wide"}, code: 1, want: []string{"unknown output format"}},
+		{args: []string{"get", "devices", "-o", "wide"}, code: 1, want: []string{`unable to match a printer suitable for the output format "wide", allowed formats are: custom-columns,`}},
 		{args: []string{"get", "devices"}, socket: empty, want: []string{"No CDI devices: no CDI spec in /etc/cdi, /var/run/cdi names one."}, not: []string{"KIND"}},
 		{args: []string{"get", "devices", "none.test/x"}, want: []string{"No none.test/x devices"}},
 		{args: []string{"__complete", "get", "devices", ""}, want: []string{"example.test/dev\nother.test/cam\n"}},

@@ -366,7 +366,8 @@ func writeChanges(w io.Writer, changes []podChange) (int, error) {
 }
 
 // podYAML returns p as it runs, without what changes at every read or
-// edit (the UID, the resourceVersion, and the annotations derived from
+// edit (the UID, the resourceVersion, the creationTimestamp, and the
+// annotations derived from
 // the UID and the read time)
 // and without its status: the part an edit decides. "" for nil.
 func podYAML(p *pod.Pod) string {
@@ -374,7 +375,7 @@ func podYAML(p *pod.Pod) string {
 		return ""
 	}
 	c := p.Pod.DeepCopy()
-	c.UID, c.ResourceVersion = "", ""
+	c.UID, c.ResourceVersion, c.CreationTimestamp = "", "", metav1.Time{}
 	for _, k := range []string{pod.AnnotationSeen, pod.AnnotationHash, pod.AnnotationSource} {
 		delete(c.Annotations, k)
 	}

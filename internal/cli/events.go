@@ -17,7 +17,7 @@ import (
 func getEventsCommand() *cobra.Command {
 	var (
 		cf     clientFlags
-		output string
+		of     outputFlags
 		watch  bool
 		forObj string
 	)
@@ -27,7 +27,14 @@ func getEventsCommand() *cobra.Command {
 		Short:   "List recent events: LAST SEEN TYPE REASON OBJECT MESSAGE",
 		Long: `events lists the events staticlet recorded about its pods (the last 1000),
 oldest first, as kubectl get events does: repeats of an event are one row
-with their count. -w prints them, then each new one as it happens.`,
+with their count. -w prints them, then each new one as it happens.
+
+-o json|yaml prints staticlet's event records; -o name, jsonpath,
+go-template and custom-columns see core/v1 Events, the same Events the
+Kubernetes API serves (kubectl get events): the repeats of one as one
+Event with its count, first and last times, named as the kubelet names
+them (POD.HEXTIME), involvedObject the pod with its UID (and fieldPath
+spec.containers{NAME} for a container's), ordered by namespace and name.`,
 		Example: `  # Every recent event
   staticlet get events
 
@@ -38,40 +45,50 @@ with their count. -w prints them, then each new one as it happens.`,
   staticlet get events -n kube-system -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch output {
-			case "", "json", "yaml":
-			default:
-				return fmt.Errorf("unknown output format %q: use json or yaml", output)
+			p, err := of.printer()
+			if err != nil {
+				return err
 			}
 			podName, err := eventsFor(cmd, &cf, forObj)
 			if err != nil {
 				return err
 			}
-			keep := func(e pod.Event) bool {
+			keep := func(e status.RecordedEvent) bool {
 				return cf.namespace == "" || strings.HasPrefix(e.Pod, cf.namespace+"/")
 			}
 			if watch {
-				return watchEvents(cmd, &cf, podName, output, keep)
+				return watchEvents(cmd, &cf, podName, &of, p, keep)
 			}
-			events, err := cf.client().Events(cmd.Context(), podName)
+			recorded, err := cf.client().RecordedEvents(cmd.Context(), podName)
 			if err != nil {
 				return err
 			}
-			events = slices.DeleteFunc(events, func(e pod.Event) bool { return !keep(e) })
-			if output != "" {
-				return printers.Object(cmd.OutOrStdout(), events, output)
+			recorded = slices.DeleteFunc(recorded, func(e status.RecordedEvent) bool { return !keep(e) })
+			if p != nil {
+				node, err := nodeName(cmd, &cf)
+				if err != nil {
+					return err
+				}
+				return printers.List(p, cmd.OutOrStdout(), "Event", status.CoreEvents(recorded, node))
+			}
+			events := make([]pod.Event, len(recorded))
+			for i := range recorded {
+				events[i] = recorded[i].Event
+			}
+			if of.Raw() != "" {
+				return printers.Object(cmd.OutOrStdout(), events, of.Raw())
 			}
 			if len(events) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No events found.")
 				return nil
 			}
-			return printers.Events(cmd.OutOrStdout(), events, time.Now())
+			return printers.Events(of.Writer(cmd.OutOrStdout()), events, time.Now())
 		},
 	}
 	cf.add(cmd)
 	cf.addNamespace(cmd)
 	f := cmd.Flags()
-	f.StringVarP(&output, "output", "o", "", "output format: json or yaml")
+	of.add(cmd, printers.Formats{Own: []string{"", printers.FormatJSON, printers.FormatYAML}, Names: true}, true)
 	f.BoolVarP(&watch, "watch", "w", false, "after listing the events, print each new one")
 	f.StringVar(&forObj, "for", "", "only the events of this pod: pod/NAME")
 	_ = cmd.RegisterFlagCompletionFunc("for", completePods(&cf, 0, "pod/"))
@@ -101,14 +118,31 @@ func eventsFor(cmd *cobra.Command, cf *clientFlags, forObj string) (string, erro
 
 // watchEvents prints the recent events of podName (every pod's when empty)
 // that keep selects, then each new one, until interrupted.
-func watchEvents(cmd *cobra.Command, cf *clientFlags, podName, output string, keep func(pod.Event) bool) error {
+func watchEvents(cmd *cobra.Command, cf *clientFlags, podName string, of *outputFlags, p *printers.Printer, keep func(status.RecordedEvent) bool) error {
 	ctx, stop := watchContext(cmd.Context())
 	defer stop()
-	ew, err := printers.NewEventWatch(cmd.OutOrStdout(), output)
+	ew, err := printers.NewEventWatch(of.Writer(cmd.OutOrStdout()), of.Raw())
 	if err != nil {
 		return err
 	}
-	isMark := func(e pod.Event) bool { return e.Type == string(status.WatchBookmark) }
+	if p != nil {
+		node, err := nodeName(cmd, cf)
+		if err != nil {
+			return err
+		}
+		ew.WithPrinter(p, node)
+	}
+	isMark := func(e status.RecordedEvent) bool { return e.Type == string(status.WatchBookmark) }
 	err = cf.client().WatchEvents(ctx, podName, printWatch(isMark, keep, false, ew.Print))
 	return endWatch(ctx, err)
+}
+
+// nodeName is the name of staticlet's node, which its events name as
+// their source and the object of a node event.
+func nodeName(cmd *cobra.Command, cf *clientFlags) (string, error) {
+	n, err := cf.client().Node(cmd.Context())
+	if err != nil {
+		return "", err
+	}
+	return n.Name, nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -98,8 +99,8 @@ const defaultNS = "default"
 // getObjectsCommand is `get configmaps` or `get secrets`.
 func getObjectsCommand(k objectKind) *cobra.Command {
 	var (
-		cf     clientFlags
-		output string
+		cf clientFlags
+		of outputFlags
 	)
 	short := "List ConfigMaps: NAMESPACE NAME DATA AGE SOURCE"
 	if k == secretKind {
@@ -115,24 +116,24 @@ SOURCE is the manifest file (or URL) the object was read from and the
 line its document starts on; -o wide adds KEYS, each key with the size of
 its value in bytes. -o json|yaml prints the API's objects; a Secret is
 never served with its data: its keys and sizes are in the annotation
-staticlet.io/keys.`,
+staticlet.io/keys. -o name, jsonpath, go-template and custom-columns print
+what kubectl prints for the same objects.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runGetObjects(cmd, k, &cf, args, output)
+			return runGetObjects(cmd, k, &cf, args, &of)
 		},
 	}
 	cf.add(cmd)
 	cmd.Flags().StringVarP(&cf.namespace, "namespace", "n", "", "list only this namespace (default: every namespace); a bare NAME is looked up in default, then in any namespace that has it")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide, json or yaml")
+	of.add(cmd, kubeFormats(true), true)
 	cmd.ValidArgsFunction = completeObjects(k, &cf)
 	return cmd
 }
 
-func runGetObjects(cmd *cobra.Command, k objectKind, cf *clientFlags, args []string, output string) error {
-	switch output {
-	case "", "wide", "json", "yaml":
-	default:
-		return fmt.Errorf("unknown output format %q: use wide, json or yaml", output)
+func runGetObjects(cmd *cobra.Command, k objectKind, cf *clientFlags, args []string, of *outputFlags) error {
+	p, err := of.printer()
+	if err != nil {
+		return err
 	}
 	ctx, c := cmd.Context(), cf.client()
 	var key *nsName
@@ -144,13 +145,13 @@ func runGetObjects(cmd *cobra.Command, k objectKind, cf *clientFlags, args []str
 		key = &resolved
 	}
 	if k == configMapKind {
-		return getConfigMaps(ctx, cmd, c, cf.namespace, key, output)
+		return getConfigMaps(ctx, cmd, c, cf.namespace, key, of, p)
 	}
-	return getSecrets(ctx, cmd, c, cf.namespace, key, output)
+	return getSecrets(ctx, cmd, c, cf.namespace, key, of, p)
 }
 
 // getConfigMaps prints the ConfigMap key, or with none those of ns.
-func getConfigMaps(ctx context.Context, cmd *cobra.Command, c *status.Client, ns string, key *nsName, output string) error {
+func getConfigMaps(ctx context.Context, cmd *cobra.Command, c *status.Client, ns string, key *nsName, of *outputFlags, p *printers.Printer) error {
 	var (
 		items []v1.ConfigMap
 		obj   any
@@ -168,14 +169,13 @@ func getConfigMaps(ctx context.Context, cmd *cobra.Command, c *status.Client, ns
 		}
 		items, obj = list.Items, list
 	}
-	if output == "json" || output == "yaml" {
-		return printers.Object(cmd.OutOrStdout(), obj, output)
-	}
-	return printers.ConfigMaps(cmd.OutOrStdout(), items, output == "wide", time.Now())
+	return printKube(cmd.OutOrStdout(), of, p, "ConfigMap", items, key != nil, obj, func(w io.Writer, wide bool) error {
+		return printers.ConfigMaps(w, items, wide, time.Now())
+	})
 }
 
 // getSecrets prints the Secret key, or with none those of ns.
-func getSecrets(ctx context.Context, cmd *cobra.Command, c *status.Client, ns string, key *nsName, output string) error {
+func getSecrets(ctx context.Context, cmd *cobra.Command, c *status.Client, ns string, key *nsName, of *outputFlags, p *printers.Printer) error {
 	var (
 		items []v1.Secret
 		obj   any
@@ -193,10 +193,9 @@ func getSecrets(ctx context.Context, cmd *cobra.Command, c *status.Client, ns st
 		}
 		items, obj = list.Items, list
 	}
-	if output == "json" || output == "yaml" {
-		return printers.Object(cmd.OutOrStdout(), obj, output)
-	}
-	return printers.Secrets(cmd.OutOrStdout(), items, output == "wide", time.Now())
+	return printKube(cmd.OutOrStdout(), of, p, "Secret", items, key != nil, obj, func(w io.Writer, wide bool) error {
+		return printers.Secrets(w, items, wide, time.Now())
+	})
 }
 
 // describeObjectCommand is `describe configmap` or `describe secret`.

@@ -265,7 +265,7 @@ func TestDiffObjects(t *testing.T) {
 
 // TestSecretValueNeverShown feeds a Secret holding plantedValue through
 // every output on ConfigMaps and Secrets: the status API's answers, get
-// in each format, describe, diff of a changed, added, removed or invalid
+// in each format (kubectl's templates printing whole objects too), describe, diff of a changed, added, removed or invalid
 // Secret, and validate of valid and invalid Secrets. It fails if any
 // shows the value.
 func TestSecretValueNeverShown(t *testing.T) {
@@ -277,7 +277,7 @@ func TestSecretValueNeverShown(t *testing.T) {
 	}
 	var cmds [][]string
 	for _, kind := range []string{"secrets", "secret", "configmaps"} {
-		for _, o := range []string{"", "wide", "json", "yaml"} {
+		for _, o := range []string{"", "wide", "json", "yaml", "name", "jsonpath={@}", "jsonpath-as-json={@}", "go-template={{.}}", "custom-columns=ALL:{@}"} {
 			cmds = append(cmds, []string{"get", kind, "-o", o}, []string{"get", kind, "app-secret", "-n", "default", "-o", o})
 		}
 	}

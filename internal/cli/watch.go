@@ -55,11 +55,16 @@ func endWatch(ctx context.Context, err error) error {
 
 // watchPods prints the pods the selector, -n and name (if not empty)
 // select, then each change, until interrupted.
-func watchPods(cmd *cobra.Command, cf *clientFlags, name, selector, output string, f podWatchFlags) error {
+func watchPods(cmd *cobra.Command, cf *clientFlags, name, selector string, of *outputFlags, p *printers.Printer, f podWatchFlags) error {
 	ctx, stop := watchContext(cmd.Context())
 	defer stop()
 	c := cf.client()
-	pw, err := printers.NewPodWatch(cmd.OutOrStdout(), printers.PodWatchOptions{Output: output, WatchEvents: f.watchEvents})
+	_, wide := of.Table()
+	output := of.Raw()
+	if wide {
+		output = printers.FormatWide
+	}
+	pw, err := printers.NewPodWatch(of.Writer(cmd.OutOrStdout()), printers.PodWatchOptions{Output: output, Printer: p, WatchEvents: f.watchEvents})
 	if err != nil {
 		return err
 	}

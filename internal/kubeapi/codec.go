@@ -10,12 +10,16 @@ import (
 
 	"github.com/munnerz/goautoneg"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // The media types the API speaks.
@@ -46,8 +50,12 @@ type codecs struct {
 func newCodecs() codecs {
 	scheme := runtime.NewScheme()
 	must(v1.AddToScheme(scheme))
+	must(eventsv1.AddToScheme(scheme))
 	must(metav1.AddMetaToScheme(scheme))
 	must(apidiscoveryv2.AddToScheme(scheme))
+	must(metricsv1beta1.AddToScheme(scheme))
+	must(authorizationv1.AddToScheme(scheme))
+	must(authenticationv1.AddToScheme(scheme))
 	metav1.AddToGroupVersion(scheme, v1.SchemeGroupVersion)
 	scheme.AddUnversionedTypes(metav1.Unversioned,
 		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{},

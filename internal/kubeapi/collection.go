@@ -1,6 +1,7 @@
 package kubeapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -97,18 +98,18 @@ func (c *collection) matches(obj runtime.Object, ns string, sel selectors) bool 
 	return sel.fields.Matches(set)
 }
 
-// checkFields answers whether the field selector names only fields the
-// collection has, as the apiserver refuses others.
-func (c *collection) checkFields(sel fields.Selector, sample runtime.Object) error {
+// checkFields refuses a field selector that names a field the
+// collection does not have, as the apiserver does.
+func (c *collection) checkFields(sel fields.Selector) error {
 	known := fields.Set{"metadata.name": "", "metadata.namespace": ""}
-	if c.fields != nil && sample != nil {
-		for k := range c.fields(sample) {
+	if c.fields != nil {
+		for k := range c.fields(c.empty()) {
 			known[k] = ""
 		}
 	}
 	for _, r := range sel.Requirements() {
-		if _, ok := known[r.Field]; !ok && sample != nil {
-			return apierrors.NewBadRequest("field label not supported: " + r.Field)
+		if _, ok := known[r.Field]; !ok {
+			return apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
 		}
 	}
 	return nil
@@ -147,6 +148,10 @@ func (s *Server) serveList(c *collection, w http.ResponseWriter, r *http.Request
 		s.writeStatus(w, r, err)
 		return
 	}
+	if err := c.checkFields(sel.fields); err != nil {
+		s.writeStatus(w, r, err)
+		return
+	}
 	if req.verb == verbWatch {
 		s.serveWatch(c, w, r, req, sel)
 		return
@@ -157,12 +162,6 @@ func (s *Server) serveList(c *collection, w http.ResponseWriter, r *http.Request
 		return
 	}
 	objs, rev := c.snapshot(req.namespace)
-	if len(objs) > 0 {
-		if err := c.checkFields(sel.fields, objs[0]); err != nil {
-			s.writeStatus(w, r, err)
-			return
-		}
-	}
 	var items []runtime.Object
 	for _, obj := range objs {
 		if c.matches(obj, req.namespace, sel) {

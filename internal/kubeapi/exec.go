@@ -89,46 +89,6 @@ func parseStreamOptions(r *http.Request) (streamOptions, error) {
 	return o, nil
 }
 
-// findPod returns the pod namespace/name of the store.
-func (s *Server) findPod(namespace, name string) (*v1.Pod, error) {
-	pods, _ := s.cfg.Store.PodsAt()
-	for i := range pods {
-		if pods[i].Namespace == namespace && pods[i].Name == name {
-			return &pods[i], nil
-		}
-	}
-	return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
-}
-
-// pickContainer is the apiserver's choice of container: the one named,
-// which must be the pod's, or the pod's only container.
-func pickContainer(p *v1.Pod, name string) (string, error) {
-	if name == "" {
-		if len(p.Spec.Containers) == 1 {
-			return p.Spec.Containers[0].Name, nil
-		}
-		var names []string
-		for _, c := range p.Spec.InitContainers {
-			names = append(names, c.Name)
-		}
-		for _, c := range p.Spec.Containers {
-			names = append(names, c.Name)
-		}
-		if len(names) == 0 {
-			return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s", p.Name))
-		}
-		return "", apierrors.NewBadRequest(fmt.Sprintf("a container name must be specified for pod %s, choose one of: %s", p.Name, names))
-	}
-	for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for _, c := range list {
-			if c.Name == name {
-				return name, nil
-			}
-		}
-	}
-	return "", apierrors.NewBadRequest(fmt.Sprintf("container %s is not valid for pod %s", name, p.Name))
-}
-
 // runningContainer returns the containerd ID of container name of p when
 // its status says it runs; otherwise the kubelet's error.
 func runningContainer(p *v1.Pod, name string) (string, error) {
@@ -150,9 +110,9 @@ func (s *Server) streamTarget(r *http.Request, req request) (streamOptions, *v1.
 	if err != nil {
 		return opts, nil, "", err
 	}
-	p, err := s.findPod(req.namespace, req.name)
-	if err != nil {
-		return opts, nil, "", err
+	p := s.podNamed(req.namespace, req.name)
+	if p == nil {
+		return opts, nil, "", apierrors.NewNotFound(v1.Resource("pods"), req.name)
 	}
 	if opts.container, err = pickContainer(p, opts.container); err != nil {
 		return opts, nil, "", err

@@ -229,14 +229,14 @@ func TestExecRefused(t *testing.T) {
 	}
 }
 
-// fakeLogs serves a fixed log, recording the options it was opened
+// attachLogs serves a fixed log, recording the options it was opened
 // with.
-type fakeLogs struct {
+type attachLogs struct {
 	mu   sync.Mutex
 	opts []status.LogOptions
 }
 
-func (f *fakeLogs) open(_ context.Context, pod, container string, opts status.LogOptions) (io.ReadCloser, error) {
+func (f *attachLogs) open(_ context.Context, pod, container string, opts status.LogOptions) (io.ReadCloser, error) {
 	f.mu.Lock()
 	f.opts = append(f.opts, opts)
 	f.mu.Unlock()
@@ -247,7 +247,7 @@ func (f *fakeLogs) open(_ context.Context, pod, container string, opts status.Lo
 // ignored for a container that has none, and refused for one that asks
 // for it, since staticlet keeps no container's input open.
 func TestAttach(t *testing.T) {
-	logs := &fakeLogs{}
+	logs := &attachLogs{}
 	api := newTestAPI(t, Config{Logs: logs.open})
 	api.store.SetPod(runningPod("default", "web", "app"))
 	interactive := runningPod("default", "shell", "sh")

@@ -266,3 +266,56 @@ func TestInformer(t *testing.T) {
 	api.store.DeletePod(pod.Key{Namespace: "default", Name: "a"})
 	want("delete a")
 }
+
+// TestObjects: the ConfigMaps and Secrets in force through client-go, a
+// Secret without its values, and a watch that sees an edit.
+func TestObjects(t *testing.T) {
+	api := newTestAPI(t, Config{})
+	decode := func(doc string) []*pod.Object {
+		t.Helper()
+		m, err := pod.DecodeFile("/etc/kubernetes/manifests/objs.yaml", []byte(doc), pod.Options{NodeName: "node1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Objects
+	}
+	const objs = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg, namespace: kube-system}
+data: {a: one, b: two}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: kube-system}
+stringData: {password: hunter2}
+`
+	api.store.SetObjects(decode(objs))
+	cs := api.clientset(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "cfg", metav1.GetOptions{})
+	if err != nil || cm.Data["a"] != "one" || cm.ResourceVersion == "" {
+		t.Fatalf("configmap = %+v, %v", cm, err)
+	}
+	sec, err := cs.CoreV1().Secrets("kube-system").Get(ctx, "creds", metav1.GetOptions{})
+	if err != nil || len(sec.Data) != 0 || len(sec.StringData) != 0 || sec.Annotations[status.AnnotationSecretKeys] != "password=7" {
+		t.Fatalf("secret = %+v, %v; want no data, its keys in an annotation", sec, err)
+	}
+	w, err := cs.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if ev := <-w.ResultChan(); ev.Type != watch.Added {
+		t.Fatalf("first event %v", ev)
+	}
+	api.store.SetObjects(decode(strings.Replace(objs, "a: one", "a: uno", 1)))
+	select {
+	case ev := <-w.ResultChan():
+		if ev.Type != watch.Modified || ev.Object.(*v1.ConfigMap).Data["a"] != "uno" {
+			t.Fatalf("after the edit: %v %+v", ev.Type, ev.Object)
+		}
+	case <-ctx.Done():
+		t.Fatal("no event after the edit")
+	}
+}

@@ -1,8 +1,6 @@
 package kubeapi
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/status/printers"
 )
 
@@ -33,7 +32,7 @@ func (s *Server) namespaceCollection() *collection {
 				ns := &v1.Namespace{
 					TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 					ObjectMeta: metav1.ObjectMeta{
-						Name: name, UID: types.UID(derivedUID("namespace", name)),
+						Name: name, UID: types.UID(status.DerivedUID("namespace", name)),
 						ResourceVersion:   strconv.FormatUint(s.startRev, 10),
 						CreationTimestamp: metav1.NewTime(s.started.Truncate(time.Second)),
 						Labels:            map[string]string{"kubernetes.io/metadata.name": name},
@@ -89,14 +88,4 @@ func (s *Server) namespaceNames() ([]string, uint64) {
 	}
 	slices.Sort(names)
 	return slices.Compact(names), rev
-}
-
-// derivedUID is a UID for an object staticlet makes up (the node, the
-// namespaces), the same in every run: a version 5 style UUID of its kind
-// and name.
-func derivedUID(kind, name string) string {
-	h := sha256.Sum256([]byte("staticlet/" + kind + "/" + name))
-	h[6] = h[6]&0x0f | 0x50
-	h[8] = h[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }

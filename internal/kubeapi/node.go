@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/status/printers"
 )
 
@@ -37,11 +38,18 @@ func (s *Server) nodeCollection() *collection {
 	}
 }
 
-// node is the store's node, with a UID derived from its name.
+// node is the store's node, with its CDI devices in its capacity and a
+// UID derived from its name.
 func (s *Server) node() *v1.Node {
 	n := s.cfg.Store.Node()
+	if s.cfg.Devices != nil {
+		status.AddDeviceCapacity(n, s.cfg.Devices().Devices)
+	}
+	if n.Name == "" {
+		n.Name = s.cfg.NodeName
+	}
 	if n.UID == "" {
-		n.UID = types.UID(derivedUID("node", n.Name))
+		n.UID = types.UID(status.DerivedUID("node", n.Name))
 	}
 	return n
 }

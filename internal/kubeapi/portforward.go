@@ -42,15 +42,16 @@ func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request, req re
 		s.writeStatus(w, r, notServed("pods/portforward"))
 		return
 	}
-	p, err := s.findPod(req.namespace, req.name)
-	if err != nil {
-		s.writeStatus(w, r, err)
+	p := s.podNamed(req.namespace, req.name)
+	if p == nil {
+		s.writeStatus(w, r, apierrors.NewNotFound(v1.Resource("pods"), req.name))
 		return
 	}
 	key := p.Namespace + "/" + p.Name
 	fw := forwarder{ctx: r.Context(), dial: s.cfg.DialPod, pod: p}
 	s.log.Info("port forwarding", "pod", key)
 	var opts *criportforward.V4Options
+	var err error
 	switch {
 	case wsstream.IsWebSocketRequest(r) && tunnelsSPDY(r):
 		w, r = newTunnel(w, r), spdyRequest(r)

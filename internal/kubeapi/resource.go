@@ -21,9 +21,6 @@ const (
 	verbDeleteCollection = "deletecollection"
 )
 
-// readVerbs are the verbs of a resource served from the store.
-var readVerbs = []string{verbGet, verbList, verbWatch}
-
 // request is what a resource request's path and method say, as the
 // apiserver's request info: /api/v1/namespaces/ns/pods/name/log is group
 // "", version v1, namespace ns, resource pods, name name, subresource log.
@@ -50,8 +47,12 @@ type resource struct {
 	shortNames []string
 	categories []string
 	// get serves a named object; list serves a collection, watches
-	// included (watch=true).
+	// included (watch=true) unless noWatch.
 	get, list handlerFunc
+	noWatch   bool
+	// create serves a POST of a new object: only the reviews, which
+	// change nothing, have one.
+	create handlerFunc
 	// subresources serve name/subresource, by subresource name.
 	subresources map[string]subresource
 	// writes answers the verbs that would change the object: the reason
@@ -74,7 +75,13 @@ func (r *resource) verbs() []string {
 		v = append(v, verbGet)
 	}
 	if r.list != nil {
-		v = append(v, verbList, verbWatch)
+		v = append(v, verbList)
+		if !r.noWatch {
+			v = append(v, verbWatch)
+		}
+	}
+	if r.create != nil {
+		v = append(v, verbCreate)
 	}
 	return v
 }
@@ -196,6 +203,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.verb == verbGet && res.get != nil:
 		res.get(w, r, req)
+	case req.verb == verbCreate && req.name == "" && res.create != nil:
+		res.create(w, r, req)
 	case (req.verb == verbList || req.verb == verbWatch) && res.list != nil:
 		if req.name != "" {
 			// A watch of one object: the list, restricted to it.

@@ -3,7 +3,6 @@ package kubeapi
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,12 +12,8 @@ import (
 	"github.com/staticlet/staticlet/internal/status"
 )
 
-const (
-	// shutdownTimeout bounds how long Serve waits for requests in flight.
-	shutdownTimeout = 5 * time.Second
-	// healthTimeout bounds one call of Config.Health.
-	healthTimeout = 2 * time.Second
-)
+// healthTimeout bounds one call of Config.Health.
+const healthTimeout = 2 * time.Second
 
 // Config configures a Server.
 type Config struct {
@@ -34,11 +29,22 @@ type Config struct {
 	Health func(ctx context.Context) error
 	// Logger receives request failures; nil discards them.
 	Logger *slog.Logger
+	// Stats samples the pods' usage for metrics.k8s.io's pods (kubectl
+	// top pod); nil serves no pod metrics.
+	Stats status.StatsReader
+	// NodeUsage samples the node's usage for metrics.k8s.io's nodes
+	// (kubectl top node); nil serves no node metrics.
+	NodeUsage NodeUsage
+	// Devices lists the node's CDI devices, counted in the node's
+	// capacity and allocatable as the status socket's node does; nil
+	// adds none.
+	Devices func() status.DeviceList
+	// Logs opens a container's log for pods/log, and for pods/attach,
+	// which follows it from its end; nil leaves pods/log out and answers
+	// pods/attach 503.
+	Logs status.LogOpener
 	// Exec runs commands in containers, for pods/exec; nil answers 503.
 	Exec status.ExecFunc
-	// Logs opens containers' logs; pods/attach follows a container's from
-	// its end. Nil answers 503.
-	Logs status.LogOpener
 	// DialPod connects to a pod's port inside its network namespace, for
 	// pods/portforward; nil answers 503.
 	DialPod PodDialer
@@ -67,7 +73,11 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now(), startRev: cfg.Store.Revision()}
-	s.resources = s.coreResources()
+	s.resources = append(s.coreResources(), s.objectResources()...)
+	s.resources = append(s.resources, s.metricsResources()...)
+	s.resources = append(s.resources, s.reviewResources()...)
+	s.resources = append(s.resources, s.eventResources()...)
+	s.addPodLog()
 	return s
 }
 
@@ -83,6 +93,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /apis", s.apiGroups)
 	mux.HandleFunc("/api/", s.serveResource)
 	mux.HandleFunc("/apis/", s.serveResource)
+	s.newOpenAPI().register(mux, s.notFound)
 	mux.HandleFunc("/", s.notFound)
 	return s.authenticate(mux)
 }
@@ -99,34 +110,21 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	what := "Kubernetes API on " + ln.Addr().String()
-	served := make(chan error, 1)
-	go func() { served <- srv.ServeTLS(ln, "", "") }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving %s: %w", what, err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	shutdownErr := srv.Shutdown(sctx)
+	// Shutdown neither waits for nor closes the connections that exec,
+	// attach and port forwarding took over: it has them closed, and Serve
+	// waits for their handlers, which end with them.
+	srv.RegisterOnShutdown(s.sessions.closeAll)
+	err := status.RunHTTP(ctx, srv, func() error { return srv.ServeTLS(ln, "", "") }, "Kubernetes API on "+ln.Addr().String())
 	s.sessions.closeAll()
 	s.sessions.wait()
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving %s: %w", what, err)
-	}
-	if shutdownErr != nil {
-		srv.Close()
-		return fmt.Errorf("shutting down %s: %w", what, shutdownErr)
-	}
-	return nil
+	return err
 }
 
 // authenticate answers 401 to a request whose connection presented no
 // verified client certificate, and passes the others to next.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		if _, ok := requestUser(r); !ok {
 			s.writeStatus(w, r, unauthorized())
 			return
 		}

@@ -19,9 +19,10 @@
 //     staticlet being stopped, killed or restarted neither loses nor blocks
 //     it.
 //   - The reader (Open) streams a container's live log file for
-//     `staticlet logs`: whole lines (P parts joined), with or without
-//     their time, the last N lines, and following growth and rotation
-//     until the container is replaced or stops.
+//     `staticlet logs` and the Kubernetes API: whole lines (P parts
+//     joined), with or without their time, the last N lines, those logged
+//     since a time, up to a number of bytes, and following growth and
+//     rotation until the container is replaced or stops.
 //
 // Beside them, the node-wide budget (OverBudget, EnforceBudget) keeps the
 // total of every container's files under a pod logs directory within a

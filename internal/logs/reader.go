@@ -35,6 +35,14 @@ type Query struct {
 	TailLines int64
 	// Timestamps prefixes each line with the time it was logged.
 	Timestamps bool
+	// Since, when not zero, leaves out the lines logged before it. As in
+	// the kubelet, TailLines picks the last lines first and Since filters
+	// those.
+	Since time.Time
+	// LimitBytes, when positive, ends the stream once it has sent that
+	// many bytes (time prefixes included), cutting the last line if need
+	// be, following or not.
+	LimitBytes int64
 	// Running, while following, tells whether the container may still
 	// write; nil means as long as its file is not replaced.
 	Running func() bool
@@ -59,6 +67,9 @@ func Open(ctx context.Context, q Query) (io.ReadCloser, error) {
 		c := newCopier(q, f, pw)
 		err := c.run(ctx)
 		c.close()
+		if errors.Is(err, errLimitReached) {
+			err = nil
+		}
 		pw.CloseWithError(err)
 	}()
 	return s, nil
@@ -96,14 +107,22 @@ type copier struct {
 	join     map[string][]byte
 	joinTime map[string]time.Time
 	// midLine is set for a stream while a line too long to join is being
-	// written in pieces.
-	midLine map[string]bool
+	// written in pieces; dropping while such a line is left out (Since).
+	midLine  map[string]bool
+	dropping map[string]bool
+	// remain is how many bytes may still be sent when q.LimitBytes is
+	// positive.
+	remain int64
 }
+
+// errLimitReached ends a stream that has sent Query.LimitBytes.
+var errLimitReached = errors.New("log byte limit reached")
 
 func newCopier(q Query, f *os.File, w io.Writer) *copier {
 	return &copier{
 		q: q, f: f, out: bufio.NewWriterSize(w, 32*1024), buf: make([]byte, 64*1024),
 		join: map[string][]byte{}, joinTime: map[string]time.Time{}, midLine: map[string]bool{},
+		dropping: map[string]bool{}, remain: q.LimitBytes,
 	}
 }
 
@@ -265,15 +284,44 @@ func (c *copier) emit(stream string, content []byte, full bool) error {
 		}
 		return nil
 	}
-	if c.q.Timestamps && !c.midLine[stream] {
-		c.out.WriteString(c.joinTime[stream].Format(outTimeFormat))
-		c.out.WriteByte(' ')
-	}
-	c.out.Write(head)
-	c.out.Write(content)
+	first := !c.midLine[stream]
 	c.midLine[stream] = !full
+	if first {
+		c.dropping[stream] = c.joinTime[stream].Before(c.q.Since)
+	}
+	if c.dropping[stream] {
+		return nil
+	}
+	if c.q.Timestamps && first {
+		if err := c.write(c.joinTime[stream].AppendFormat(nil, outTimeFormat), []byte{' '}); err != nil {
+			return err
+		}
+	}
+	if err := c.write(head, content); err != nil {
+		return err
+	}
 	if full {
-		return c.out.WriteByte('\n')
+		return c.write([]byte{'\n'})
+	}
+	return nil
+}
+
+// write writes parts, cutting them at the byte limit, which it reports
+// with errLimitReached once reached.
+func (c *copier) write(parts ...[]byte) error {
+	for _, b := range parts {
+		if c.q.LimitBytes > 0 {
+			if int64(len(b)) >= c.remain {
+				c.out.Write(b[:c.remain])
+				c.remain = 0
+				if err := c.out.Flush(); err != nil {
+					return err
+				}
+				return errLimitReached
+			}
+			c.remain -= int64(len(b))
+		}
+		c.out.Write(b)
 	}
 	return nil
 }

@@ -44,6 +44,16 @@ func TestOpen(t *testing.T) {
 		{"tail more than there is", Query{TailLines: 10}, all},
 		{"timestamps", Query{TailLines: 3, Timestamps: true},
 			"2026-11-21T03:15:00.400000000Z four\n2026-11-21T03:15:00.300000000Z three!\n2026-11-21T03:15:00.700000000Z five\n"},
+		// A line's time is its first record's: "three!" is from .3.
+		{"since", Query{TailLines: -1, Since: at("03:15:00.35")}, "four\nfive\n"},
+		{"since a line's time keeps it", Query{TailLines: -1, Since: at("03:15:00.3")}, "four\nthree!\nfive\n"},
+		{"since after all", Query{TailLines: -1, Since: at("03:16:00")}, ""},
+		{"tail then since", Query{TailLines: 2, Since: at("03:15:00.5")}, "five\n"},
+		{"limit cuts a line", Query{TailLines: -1, LimitBytes: 6}, "one\ntw"},
+		{"limit at a line's end", Query{TailLines: -1, LimitBytes: 4}, "one\n"},
+		{"limit more than there is", Query{TailLines: -1, LimitBytes: 1000}, all},
+		{"limit counts timestamps", Query{TailLines: 1, Timestamps: true, LimitBytes: 10}, "2026-11-21"},
+		{"limit after since and tail", Query{TailLines: 3, Since: at("03:15:00.35"), LimitBytes: 7}, "four\nfi"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +72,15 @@ func TestOpen(t *testing.T) {
 	if _, err := Open(t.Context(), Query{Path: path + ".missing"}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Open(missing) error = %v, want fs.ErrNotExist", err)
 	}
+}
+
+// at is a time of sample's day.
+func at(clock string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, "2026-11-21T"+clock+"Z")
+	if err != nil {
+		panic(err)
+	}
+	return t
 }
 
 // follow opens path with q and sends the lines it reads on a channel,
@@ -154,6 +173,19 @@ func TestFollowEndsOnRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "3.log"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	expectEnd(t, lines)
+}
+
+// TestFollowEndsAtLimit checks that a follower stops once it has sent
+// LimitBytes, while the container still writes.
+func TestFollowEndsAtLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "0.log")
+	w := newTestWriter(t, WriterConfig{Path: path})
+	w.Copy(Stdout, strings.NewReader("first\n"))
+	_, lines := follow(t, Query{Path: path, TailLines: -1, LimitBytes: 12})
+	expectLine(t, lines, "first")
+	w.Copy(Stdout, strings.NewReader("second line\n"))
+	expectLine(t, lines, "second")
 	expectEnd(t, lines)
 }
 

@@ -34,6 +34,8 @@ type podCgroups interface {
 	// CPUUsage and WorkingSet read a cgroup's usage.
 	CPUUsage(rel string) (uint64, bool, error)
 	WorkingSet(rel string) (uint64, bool, error)
+	// NodeWorkingSet reads the whole node's memory working set.
+	NodeWorkingSet() (uint64, error)
 	// Close ends what the driver holds open.
 	Close()
 }

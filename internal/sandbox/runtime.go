@@ -341,6 +341,18 @@ func (r *Runtime) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Version returns containerd's version as the CRI reports it, without
+// the leading "v" ("2.1.4"): the node's containerRuntimeVersion.
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	ctx, cancel := r.call(ctx)
+	defer cancel()
+	v, err := r.client.Version(ctx)
+	if err != nil {
+		return "", fmt.Errorf("asking containerd for its version: %w", err)
+	}
+	return strings.TrimPrefix(v.Version, "v"), nil
+}
+
 // call scopes ctx to staticlet's namespace with the per-call deadline.
 func (r *Runtime) call(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(namespaces.WithNamespace(ctx, r.cfg.Namespace), r.cfg.CallTimeout)

@@ -209,3 +209,7 @@ func nanoCores(start, end uint64, window time.Duration) uint64 {
 	// In float: the product of a busy minute's ns would overflow uint64.
 	return uint64(float64(end-start) * float64(time.Second) / float64(window))
 }
+
+// NodeWorkingSet returns the memory working set of the whole node, as
+// the cgroups package reads it for kubectl top node.
+func (r *Runtime) NodeWorkingSet() (uint64, error) { return r.cgroups.NodeWorkingSet() }

@@ -89,11 +89,26 @@ func (c *Client) Manifests(ctx context.Context) ([]Manifest, error) {
 // Events returns the recent events, oldest first: all of them when podName
 // is empty, else those of the pod ("name" or "namespace/name").
 func (c *Client) Events(ctx context.Context, podName string) ([]pod.Event, error) {
+	recorded, err := c.RecordedEvents(ctx, podName)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]pod.Event, len(recorded))
+	for i := range recorded {
+		events[i] = recorded[i].Event
+	}
+	return events, nil
+}
+
+// RecordedEvents is Events as the store records them, with each one's
+// revision, series and pod UID (zero from a server that does not serve
+// them): what CoreEvent makes an Event of.
+func (c *Client) RecordedEvents(ctx context.Context, podName string) ([]RecordedEvent, error) {
 	path := "/events"
 	if podName != "" {
 		path += "?pod=" + url.QueryEscape(podName)
 	}
-	var events []pod.Event
+	var events []RecordedEvent
 	if err := c.getJSON(ctx, path, &events); err != nil {
 		return nil, fmt.Errorf("listing events: %w", err)
 	}
@@ -145,6 +160,15 @@ func (c *Client) Logs(ctx context.Context, podName, container string, opts LogOp
 	}
 	if opts.TailLines >= 0 {
 		q.Set("tailLines", strconv.FormatInt(opts.TailLines, 10))
+	}
+	if opts.SinceSeconds > 0 {
+		q.Set("sinceSeconds", strconv.FormatInt(opts.SinceSeconds, 10))
+	}
+	if !opts.SinceTime.IsZero() {
+		q.Set("sinceTime", opts.SinceTime.Format(time.RFC3339))
+	}
+	if opts.LimitBytes > 0 {
+		q.Set("limitBytes", strconv.FormatInt(opts.LimitBytes, 10))
 	}
 	path := "/pods/" + url.PathEscape(podName) + "/log"
 	if len(q) > 0 {

@@ -10,8 +10,6 @@ import (
 	"net/url"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/staticlet/staticlet/internal/pod"
 )
 
 // PodsMatching returns the pods whose labels the selector selects (in the
@@ -55,13 +53,14 @@ func (c *Client) WatchPods(ctx context.Context, selector string, fn func(PodWatc
 // "namespace/name"; every pod's when empty): the recent ones first, then
 // an event of type BOOKMARK, then each new one. It returns as WatchPods
 // does, and with the server's message when the server ends the watch
-// because it fell behind.
-func (c *Client) WatchEvents(ctx context.Context, podName string, fn func(pod.Event) error) error {
+// because it fell behind. The events are the store's records, as
+// Events(podName) has them.
+func (c *Client) WatchEvents(ctx context.Context, podName string, fn func(RecordedEvent) error) error {
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}}
 	if podName != "" {
 		q.Set("pod", podName)
 	}
-	err := watchStream(ctx, c, "/events?"+q.Encode(), func(e pod.Event) error {
+	err := watchStream(ctx, c, "/events?"+q.Encode(), func(e RecordedEvent) error {
 		if e.Type == string(WatchError) {
 			return errors.New(e.Message)
 		}

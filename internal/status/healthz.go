@@ -51,8 +51,15 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, what string, lo
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	return RunHTTP(ctx, srv, func() error { return srv.Serve(ln) }, what)
+}
+
+// RunHTTP runs srv's serve (Serve or ServeTLS on a listener) until ctx is
+// cancelled, then shuts srv down, giving requests in flight a few seconds.
+// what names the endpoint in errors.
+func RunHTTP(ctx context.Context, srv *http.Server, serve func() error, what string) error {
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- serve() }()
 
 	select {
 	case err := <-served:

@@ -30,7 +30,7 @@ func (s *Store) SetNode(n v1.Node) {
 	s.mu.Lock()
 	n.Status.Conditions = nil
 	s.node.node = n
-	s.revs.nodeChanged()
+	s.nodeChangedLocked()
 	s.mu.Unlock()
 	s.notify()
 }
@@ -43,14 +43,14 @@ func (s *Store) SetNodeCondition(c v1.NodeCondition) {
 	i := slices.IndexFunc(s.node.conditions, func(have v1.NodeCondition) bool { return have.Type == c.Type })
 	if i < 0 {
 		s.node.conditions = append(s.node.conditions, c)
-		s.revs.nodeChanged()
+		s.nodeChangedLocked()
 	} else {
 		old := s.node.conditions[i]
 		if old.Status == c.Status {
 			c.LastTransitionTime = old.LastTransitionTime
 		}
 		if old.Status != c.Status || old.Reason != c.Reason || old.Message != c.Message {
-			s.revs.nodeChanged()
+			s.nodeChangedLocked()
 		}
 		s.node.conditions[i] = c
 	}
@@ -73,6 +73,9 @@ func (s *Store) Node() *v1.Node {
 		ready.Status, ready.Reason, ready.Message = v1.ConditionTrue, readyReason, "staticlet is running its pods"
 		ready.LastTransitionTime = metav1.NewTime(s.readyAt)
 	}
+	// The condition was last said when it last changed: a heartbeat of
+	// the moment would change the node at every read.
+	ready.LastHeartbeatTime = ready.LastTransitionTime
 	order := []v1.NodeConditionType{v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure}
 	conds := slices.Clone(s.node.conditions)
 	slices.SortStableFunc(conds, func(a, b v1.NodeCondition) int {
@@ -102,16 +105,29 @@ func (s *Store) pressureLocked() []string {
 	return out
 }
 
-// node serves GET /node: the store's node, with its CDI devices as its
-// capacity and allocatable (see deviceCapacity).
+// node serves GET /node: the store's node, with its CDI devices added to
+// its capacity and allocatable (see AddDeviceCapacity).
 func (s *Server) node(w http.ResponseWriter, r *http.Request) {
 	n := s.cfg.Store.Node()
 	if s.cfg.Devices != nil {
-		if c := deviceCapacity(s.cfg.Devices().Devices); len(c) > 0 {
-			n.Status.Capacity, n.Status.Allocatable = c, c.DeepCopy()
-		}
+		AddDeviceCapacity(n, s.cfg.Devices().Devices)
 	}
 	s.writeJSON(w, r, http.StatusOK, n)
+}
+
+// AddDeviceCapacity adds the node's CDI devices to n's capacity and
+// allocatable, a count per kind (see deviceCapacity), beside what the
+// machine has.
+func AddDeviceCapacity(n *v1.Node, devs []Device) {
+	for name, q := range deviceCapacity(devs) {
+		if n.Status.Capacity == nil {
+			n.Status.Capacity = v1.ResourceList{}
+		}
+		if n.Status.Allocatable == nil {
+			n.Status.Allocatable = v1.ResourceList{}
+		}
+		n.Status.Capacity[name], n.Status.Allocatable[name] = q, q.DeepCopy()
+	}
 }
 
 // Node returns the node with its conditions (GET /node).

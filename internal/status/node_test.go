@@ -38,8 +38,8 @@ func TestNodeConditions(t *testing.T) {
 	if dp.Type != v1.NodeDiskPressure || dp.Status != v1.ConditionTrue || dp.Message != "/r: fuller" || !dp.LastTransitionTime.Equal(&t1) {
 		t.Errorf("DiskPressure = %+v, want true since %v with the latest message", dp, t1)
 	}
-	if ready.Type != v1.NodeReady || ready.Status != v1.ConditionTrue {
-		t.Errorf("Ready = %+v, want true", ready)
+	if ready.Type != v1.NodeReady || ready.Status != v1.ConditionTrue || ready.LastHeartbeatTime.IsZero() || !ready.LastHeartbeatTime.Equal(&ready.LastTransitionTime) {
+		t.Errorf("Ready = %+v, want true, last said when it turned true", ready)
 	}
 
 	store.SetNodeCondition(v1.NodeCondition{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastTransitionTime: t2})

@@ -61,6 +61,7 @@ func (s *Store) SetObjects(objs []*pod.Object) {
 		since[k] = t
 	}
 	s.objects = objectSet{list: append([]*pod.Object(nil), objs...), since: since}
+	s.othersChangedLocked()
 	s.mu.Unlock()
 	s.notify()
 }

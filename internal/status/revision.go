@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
 )
@@ -34,7 +35,8 @@ type PodRevision struct {
 
 // revisions is the store's history of pod changes: every change that
 // alters a pod gets the next revision, which becomes the pod's
-// resourceVersion, as in the apiserver. Revisions start from the clock in
+// resourceVersion, as in the apiserver; so does every event recorded
+// (events.go), so that one revision orders both. Revisions start from the clock in
 // microseconds, so that they grow across restarts of staticlet and a
 // client's resource version from an earlier run is too old, never mistaken
 // for a current one. Guarded by Store.mu.
@@ -67,10 +69,12 @@ func (r *revisions) record(typ WatchEventType, p *v1.Pod) {
 	r.next = (r.next + 1) % maxPodHistory
 }
 
-// nodeChanged gives a change of the node the next revision.
-func (r *revisions) nodeChanged() {
-	r.rev++
-	r.node = r.rev
+// nodeChangedLocked gives a change of the node the next revision and
+// wakes the subscribers. s.mu is held.
+func (s *Store) nodeChangedLocked() {
+	s.revs.rev++
+	s.revs.node = s.revs.rev
+	s.othersChangedLocked()
 }
 
 // since returns the changes after rev, oldest first.
@@ -92,6 +96,9 @@ func (r *revisions) since(rev uint64) ([]PodRevision, error) {
 // the pod already stored with nothing changed. s.mu is held.
 func (s *Store) setPodLocked(key pod.Key, c *v1.Pod) {
 	old, ok := s.pods[key]
+	if c.CreationTimestamp.IsZero() {
+		c.CreationTimestamp = creationTime(old, c)
+	}
 	if ok {
 		c.ResourceVersion = old.ResourceVersion
 		if equality.Semantic.DeepEqual(old, c) {
@@ -104,6 +111,22 @@ func (s *Store) setPodLocked(key pod.Key, c *v1.Pod) {
 	}
 	s.pods[key] = c
 	s.revs.record(typ, c)
+}
+
+// creationTime is the creationTimestamp of a pod reported without one, as
+// the reconciler reports them: the one it was stored with before, else its
+// start time when it has started (a pod adopted after a restart), else
+// now, when staticlet first reports it. Clients such as kubectl and k9s
+// show a pod's AGE from it.
+func creationTime(old, p *v1.Pod) metav1.Time {
+	switch {
+	case old != nil && !old.CreationTimestamp.IsZero():
+		return old.CreationTimestamp
+	case p.Status.StartTime != nil && !p.Status.StartTime.IsZero():
+		return *p.Status.StartTime
+	default:
+		return metav1.NewTime(time.Now().Truncate(time.Second))
+	}
 }
 
 // deletePodLocked forgets the pod under key, recording its deletion. s.mu
@@ -139,8 +162,8 @@ func (s *Store) PodChangesSince(rev uint64) ([]PodRevision, error) {
 	return s.revs.since(rev)
 }
 
-// Revision returns the store's current revision: the resourceVersion of
-// its latest pod change.
+// Revision returns the store's current revision: that of its latest pod
+// change or event.
 func (s *Store) Revision() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -43,6 +43,27 @@ type LogOptions struct {
 	Previous bool
 	// Timestamps prefixes each line with the time it was logged.
 	Timestamps bool
+	// SinceSeconds, when positive, leaves out the lines logged more than
+	// that many seconds ago.
+	SinceSeconds int64
+	// SinceTime, when not zero, leaves out the lines logged before it.
+	SinceTime time.Time
+	// LimitBytes, when positive, ends the stream once it has sent that
+	// many bytes.
+	LimitBytes int64
+}
+
+// Since is the time before which lines are left out, zero for none: the
+// later of SinceTime and now less SinceSeconds, as the kubelet takes them.
+func (o LogOptions) Since(now time.Time) time.Time {
+	var since time.Time
+	if o.SinceSeconds > 0 {
+		since = now.Add(-time.Duration(o.SinceSeconds) * time.Second)
+	}
+	if o.SinceTime.After(since) {
+		since = o.SinceTime
+	}
+	return since
 }
 
 // LogOpener opens the log of one container of a pod (pod as
@@ -355,13 +376,14 @@ func (s *Server) manifests(w http.ResponseWriter, r *http.Request) {
 }
 
 // events lists the recent events, or with watch=true streams them (see
-// watchEvents); pod selects one pod's.
+// watchEvents); pod selects one pod's. Each is a pod.Event with what the
+// store adds to it (see RecordedEvent): its revision, series and pod UID.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	podFilter := r.URL.Query().Get("pod")
 	if s.serveWatch(w, r, func(bookmarks bool) { s.watchEvents(w, r, podFilter, bookmarks) }) {
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.Events(podFilter))
+	s.writeJSON(w, r, http.StatusOK, s.cfg.Store.RecordedEvents(podFilter))
 }
 
 func (s *Server) podLog(w http.ResponseWriter, r *http.Request) {
@@ -469,6 +491,24 @@ func parseLogOptions(r *http.Request) (LogOptions, error) {
 	if v := q.Get("tailLines"); v != "" {
 		if opts.TailLines, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return opts, fmt.Errorf("invalid tailLines %q: want an integer", v)
+		}
+	}
+	if v := q.Get("sinceSeconds"); v != "" {
+		if opts.SinceSeconds, err = strconv.ParseInt(v, 10, 64); err != nil || opts.SinceSeconds < 1 {
+			return opts, fmt.Errorf("invalid sinceSeconds %q: want an integer greater than 0", v)
+		}
+	}
+	if v := q.Get("sinceTime"); v != "" {
+		if opts.SinceTime, err = time.Parse(time.RFC3339, v); err != nil {
+			return opts, fmt.Errorf("invalid sinceTime %q: want an RFC 3339 time", v)
+		}
+		if opts.SinceSeconds > 0 {
+			return opts, errors.New("at most one of `sinceTime` or `sinceSeconds` may be specified")
+		}
+	}
+	if v := q.Get("limitBytes"); v != "" {
+		if opts.LimitBytes, err = strconv.ParseInt(v, 10, 64); err != nil || opts.LimitBytes < 1 {
+			return opts, fmt.Errorf("invalid limitBytes %q: want an integer greater than 0", v)
 		}
 	}
 	return opts, nil

@@ -6,6 +6,8 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -216,6 +218,20 @@ func TestServerLogs(t *testing.T) {
 		t.Errorf("LogOpener called with %+v, want %+v", got, want)
 	}
 
+	for _, opts := range []LogOptions{
+		{TailLines: -1, SinceTime: time.Date(2026, 11, 21, 3, 15, 0, 0, time.UTC), LimitBytes: 100},
+		{TailLines: -1, SinceSeconds: 60},
+	} {
+		rc, err := c.Logs(ctx, "web", "", opts)
+		if err != nil {
+			t.Fatalf("Logs(%+v) error: %v", opts, err)
+		}
+		rc.Close()
+		if got := <-calls; got.opts != opts {
+			t.Errorf("LogOpener called with %+v, want %+v", got.opts, opts)
+		}
+	}
+
 	if _, err := c.Logs(ctx, "two", "", LogOptions{TailLines: -1}); err == nil || !strings.Contains(err.Error(), "choose one of: [c d]") {
 		t.Errorf("Logs(two) without container = %v, want choose one of", err)
 	}
@@ -328,6 +344,63 @@ func TestClientUnreachable(t *testing.T) {
 		}
 		if !errors.Is(err, ErrNotRunning) {
 			t.Errorf("Pods() on %s = %v, want an error matching ErrNotRunning", sock, err)
+		}
+	}
+}
+
+func TestParseLogOptions(t *testing.T) {
+	tests := []struct {
+		query   string
+		want    LogOptions
+		wantErr string
+	}{
+		{"", LogOptions{TailLines: -1}, ""},
+		{"follow=true&tailLines=5&timestamps=1", LogOptions{Follow: true, TailLines: 5, Timestamps: true}, ""},
+		{"sinceSeconds=30&limitBytes=10", LogOptions{TailLines: -1, SinceSeconds: 30, LimitBytes: 10}, ""},
+		{"sinceTime=2026-11-21T03:15:00Z", LogOptions{TailLines: -1, SinceTime: time.Date(2026, 11, 21, 3, 15, 0, 0, time.UTC)}, ""},
+		{"sinceSeconds=0", LogOptions{}, "invalid sinceSeconds"},
+		{"sinceTime=yesterday", LogOptions{}, "invalid sinceTime"},
+		{"sinceSeconds=5&sinceTime=2026-11-21T03:15:00Z", LogOptions{}, "at most one of"},
+		{"limitBytes=0", LogOptions{}, "invalid limitBytes"},
+		{"tailLines=x", LogOptions{}, "invalid tailLines"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/pods/p/log?"+tt.query, nil)
+		got, err := parseLogOptions(r)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("parseLogOptions(%q) error = %v, want %q", tt.query, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !got.SinceTime.Equal(tt.want.SinceTime) {
+			t.Errorf("parseLogOptions(%q) = %+v, %v; want %+v", tt.query, got, err, tt.want)
+			continue
+		}
+		got.SinceTime, tt.want.SinceTime = time.Time{}, time.Time{}
+		if got != tt.want {
+			t.Errorf("parseLogOptions(%q) = %+v, want %+v", tt.query, got, tt.want)
+		}
+	}
+}
+
+// TestLogOptionsSince: the later of sinceTime and now-sinceSeconds, as the
+// kubelet takes them.
+func TestLogOptionsSince(t *testing.T) {
+	now := time.Date(2026, 11, 21, 3, 15, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		opts LogOptions
+		want time.Time
+	}{
+		{"none", LogOptions{}, time.Time{}},
+		{"seconds", LogOptions{SinceSeconds: 60}, now.Add(-time.Minute)},
+		{"time", LogOptions{SinceTime: now.Add(-time.Hour)}, now.Add(-time.Hour)},
+		{"the later of both", LogOptions{SinceSeconds: 60, SinceTime: now.Add(-time.Hour)}, now.Add(-time.Minute)},
+	}
+	for _, tt := range tests {
+		if got := tt.opts.Since(now); !got.Equal(tt.want) {
+			t.Errorf("%s: Since() = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

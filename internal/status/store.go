@@ -47,11 +47,10 @@ type Store struct {
 	changed chan struct{}
 
 	// mu guards the fields below.
-	mu        sync.Mutex
-	pods      map[pod.Key]*v1.Pod
-	events    []pod.Event // ring buffer, len <= maxEvents
-	next      int         // index in events of the next write once full
-	seq       uint64      // how many events were ever recorded
+	mu   sync.Mutex
+	pods map[pod.Key]*v1.Pod
+	// events are the recent events (see events.go).
+	events    eventRing
 	subs      map[*Subscription]struct{}
 	manifests []Manifest
 	imports   []ImportFile
@@ -68,12 +67,14 @@ type Store struct {
 
 // NewStore returns an empty store that is not ready.
 func NewStore() *Store {
-	return &Store{
+	s := &Store{
 		changed: make(chan struct{}, 1),
 		pods:    make(map[pod.Key]*v1.Pod),
 		subs:    make(map[*Subscription]struct{}),
 		revs:    newRevisions(time.Now()),
 	}
+	s.events = newEventRing(s.revs.rev)
+	return s
 }
 
 // notify signals Changed without blocking: a signal already pending stands
@@ -202,39 +203,6 @@ func (s *Store) findLocked(ns string, named func(*v1.Pod) bool) (*v1.Pod, []pod.
 	return nil, matches
 }
 
-// Event records e, dropping the oldest event when the store already holds
-// the most recent 1000. It does not log: the caller does.
-func (s *Store) Event(e pod.Event) {
-	s.mu.Lock()
-	if len(s.events) < maxEvents {
-		s.events = append(s.events, e)
-	} else {
-		s.events[s.next] = e
-		s.next = (s.next + 1) % maxEvents
-	}
-	s.seq++
-	s.eventLocked()
-	s.mu.Unlock()
-	s.notify()
-}
-
-// Events returns the recorded events, oldest first. An empty podFilter
-// returns all of them; "namespace/name" the events of that pod; a bare name
-// the events of pods with that name in any namespace.
-func (s *Store) Events(podFilter string) []pod.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]pod.Event, 0, len(s.events))
-	// Once the ring is full, s.next is the oldest entry.
-	for i := range s.events {
-		e := s.events[(s.next+i)%len(s.events)]
-		if matchPod(e.Pod, podFilter) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 func matchPod(key, filter string) bool {
 	if filter == "" || key == filter {
 		return true
@@ -280,7 +248,7 @@ func (s *Store) SetReady() {
 	was := s.ready
 	if !was {
 		s.readyAt = time.Now()
-		s.revs.nodeChanged()
+		s.nodeChangedLocked()
 	}
 	s.ready = true
 	s.mu.Unlock()

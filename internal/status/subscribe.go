@@ -52,7 +52,7 @@ func (s *Store) Subscribe() *Subscription {
 	for k := range s.pods {
 		sub.dirty[k] = struct{}{}
 	}
-	sub.cursor = s.seq - uint64(len(s.events))
+	sub.cursor = s.events.seq - uint64(len(s.events.ring))
 	s.subs[sub] = struct{}{}
 	return sub
 }
@@ -67,9 +67,11 @@ func (sub *Subscription) Close() {
 	clear(sub.dirty)
 }
 
-// Changed returns a channel that receives a value after a pod changes or an
-// event is recorded. Changes made while a value is pending are coalesced
-// into it: read PodChanges and Events after each value.
+// Changed returns a channel that receives a value after a pod changes, an
+// event is recorded, or the node or the ConfigMaps and Secrets change.
+// Changes made while a value is pending are coalesced into it: read
+// PodChanges and Events (and whatever else the subscriber follows) after
+// each value.
 func (sub *Subscription) Changed() <-chan struct{} { return sub.changed }
 
 // PodChanges returns the latest state of every pod that changed since the
@@ -101,21 +103,19 @@ func (sub *Subscription) PodChanges() []PodChange {
 // Events returns the events recorded since the last call, oldest first,
 // and how many events before them the store dropped from its ring before
 // this subscriber read them (0 unless it fell behind by more than 1000).
-func (sub *Subscription) Events() (events []pod.Event, lost uint64) {
+func (sub *Subscription) Events() (events []RecordedEvent, lost uint64) {
 	s := sub.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	oldest := s.seq - uint64(len(s.events))
+	oldest := s.events.seq - uint64(len(s.events.ring))
 	if sub.cursor < oldest {
 		lost = oldest - sub.cursor
 		sub.cursor = oldest
 	}
-	for n := sub.cursor; n < s.seq; n++ {
-		// Once the ring is full, s.next is the index of the oldest entry;
-		// before, it is 0, the index of the oldest too.
-		events = append(events, s.events[(s.next+int(n-oldest))%len(s.events)])
+	for n := sub.cursor; n < s.events.seq; n++ {
+		events = append(events, s.resolveLocked(s.events.at(int(n-oldest))))
 	}
-	sub.cursor = s.seq
+	sub.cursor = s.events.seq
 	return events, lost
 }
 
@@ -138,6 +138,15 @@ func (s *Store) podChangedLocked(key pod.Key) {
 // eventLocked tells every subscriber that an event was recorded. s.mu is
 // held.
 func (s *Store) eventLocked() {
+	for sub := range s.subs {
+		sub.signal()
+	}
+}
+
+// othersChangedLocked wakes every subscriber after a change of what the
+// store holds besides pods and events (the node, the ConfigMaps and
+// Secrets), which a subscriber that cares reads again. s.mu is held.
+func (s *Store) othersChangedLocked() {
 	for sub := range s.subs {
 		sub.signal()
 	}

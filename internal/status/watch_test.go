@@ -204,10 +204,10 @@ func TestWatchEvents(t *testing.T) {
 	c := startServer(t, ServerConfig{Store: s})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := make(chan pod.Event)
+	got := make(chan RecordedEvent)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.WatchEvents(ctx, "a", func(e pod.Event) error {
+		done <- c.WatchEvents(ctx, "a", func(e RecordedEvent) error {
 			select {
 			case got <- e:
 			case <-ctx.Done():
@@ -219,6 +219,9 @@ func TestWatchEvents(t *testing.T) {
 		t.Helper()
 		select {
 		case e := <-got:
+			if e.Pod != "" && (e.Rev == 0 || e.Count != 1) {
+				t.Errorf("event %+v: want its revision and count 1", e)
+			}
 			return e.Pod + " " + e.Type + " " + e.Reason
 		case err := <-done:
 			t.Fatalf("WatchEvents returned early: %v", err)

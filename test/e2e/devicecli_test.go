@@ -83,7 +83,11 @@ func TestDeviceCommands(t *testing.T) {
 		{[]string{"get", "devices", "example.test/dev", "-o", "json"}, []string{`"name": "example.test/dev=d0"`, `"exclusive": true`, `"resource": "cdi.k8s.io/share"`}},
 		{[]string{"describe", "pod", held}, []string{"Devices:\n      example.test/dev:  example.test/dev=d0\n"}},
 		{[]string{"describe", "pod", shared}, []string{"Devices:\n      cdi.k8s.io/share:  example.test/dev=d1\n"}},
-		{[]string{"get", "node", "-o", "yaml"}, []string{"capacity:\n    example.test/dev: \"2\"", "allocatable:\n    example.test/dev: \"2\""}},
+		// The devices beside the machine's resources, and what the node
+		// says of the machine.
+		{[]string{"get", "node", "-o", "yaml"}, []string{"allocatable:\n    cpu: ", "capacity:\n    cpu: ", "\n    example.test/dev: \"2\"\n",
+			"containerRuntimeVersion: containerd://", "kubernetes.io/hostname: " + harness.TestNode, "type: Hostname"}},
+		{[]string{"describe", "node"}, []string{"  example.test/dev:   2\n", "System Info:\n", "  Container Runtime Version:  containerd://"}},
 		{[]string{"__complete", "get", "devices", "--status-socket=" + d.Socket, "example"}, []string{"example.test/dev\n"}},
 	} {
 		cliWants(t, d, tt.args, tt.want)

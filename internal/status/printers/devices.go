@@ -21,7 +21,7 @@ import (
 // "(shared)".
 func Devices(w io.Writer, devs []status.Device) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "KIND\tDEVICE\tSPEC\tSTATE\tHELD BY")
+	tw.header("KIND\tDEVICE\tSPEC\tSTATE\tHELD BY")
 	for _, d := range devs {
 		_, name, _ := strings.Cut(d.Name, "=")
 		state := d.State

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/liggitt/tabwriter"
+
 	"github.com/staticlet/staticlet/internal/pod"
+	"github.com/staticlet/staticlet/internal/status"
 )
 
 // eventGroup is the repeats of one event (same pod, type, reason, container
@@ -93,7 +96,7 @@ func Events(w io.Writer, events []pod.Event, now time.Time) error {
 		return nil
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, eventHeader)
+	tw.header(eventHeader)
 	for _, a := range aggregateEvents(events) {
 		fmt.Fprintln(tw, eventLine(a, now))
 	}
@@ -112,6 +115,9 @@ type EventWatch struct {
 	groups  *eventGroups
 	printed bool // the header
 	objects *objectStream
+	printer *Printer          // set by WithPrinter
+	aligned *tabwriter.Writer // printer's output
+	node    string            // the node of the events, for printer
 }
 
 // NewEventWatch returns an EventWatch writing to w in format "" (the
@@ -129,12 +135,33 @@ func NewEventWatch(w io.Writer, format string) (*EventWatch, error) {
 	return ew, nil
 }
 
+// WithPrinter has ew print, instead of rows, each event of node as the
+// core/v1 Event the Kubernetes API serves (see status.CoreEvent), with
+// the count of its repeats so far, through p, one of kubectl's printers,
+// aligned as kubectl aligns them in a watch.
+func (ew *EventWatch) WithPrinter(p *Printer, node string) *EventWatch {
+	ew.printer, ew.aligned, ew.node = p, watchWriter(ew.w), node
+	return ew
+}
+
 // Print writes a batch of events, oldest first: the initial ones as one
 // table with the header, then each later one as it comes.
-func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
+func (ew *EventWatch) Print(events []status.RecordedEvent, now time.Time) error {
+	if ew.printer != nil {
+		for i := range events {
+			ce := status.CoreEvent(&events[i], ew.node)
+			if err := ew.printer.Object(ew.aligned, "Event", &ce); err != nil {
+				return err
+			}
+		}
+		if err := ew.aligned.Flush(); err != nil {
+			return fmt.Errorf("printing events: %w", err)
+		}
+		return nil
+	}
 	if ew.objects != nil {
 		for _, e := range events {
-			if err := ew.objects.write(e); err != nil {
+			if err := ew.objects.write(e.Event); err != nil {
 				return err
 			}
 		}
@@ -142,7 +169,7 @@ func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
 	}
 	var touched []*eventGroup
 	for _, e := range events {
-		a := ew.groups.add(e)
+		a := ew.groups.add(e.Event)
 		touched = slices.DeleteFunc(touched, func(r *eventGroup) bool { return r == a })
 		touched = append(touched, a)
 	}
@@ -151,7 +178,7 @@ func (ew *EventWatch) Print(events []pod.Event, now time.Time) error {
 	}
 	tw := newTable(ew.w)
 	if !ew.printed {
-		fmt.Fprintln(tw, eventHeader)
+		tw.header(eventHeader)
 		ew.printed = true
 	}
 	for _, a := range touched {

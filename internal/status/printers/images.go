@@ -17,7 +17,7 @@ import (
 // files under FILE ERROR.
 func Images(w io.Writer, list *status.ImageList, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tID\tSIZE\tSOURCE\tLAST-USED\tKEPT")
+	tw.header("NAME\tID\tSIZE\tSOURCE\tLAST-USED\tKEPT")
 	for _, img := range list.Images {
 		lastUsed := "never"
 		if !img.LastUsed.IsZero() {
@@ -33,7 +33,8 @@ func Images(w io.Writer, list *status.ImageList, now time.Time) error {
 		}
 	}
 	if len(failed) > 0 {
-		fmt.Fprintln(tw, "\nFILE\tERROR")
+		fmt.Fprintln(tw)
+		tw.header("FILE\tERROR")
 		for _, f := range failed {
 			fmt.Fprintf(tw, "%s\t%s\n", filepath.Base(f.Path), strings.Join(strings.Fields(f.Error), " "))
 		}

@@ -15,7 +15,7 @@ import (
 // is true ("Ready,DiskPressure"), which kubectl shows only in describe.
 func Node(w io.Writer, n *v1.Node, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "NAME\tSTATUS\tAGE\tVERSION")
+	tw.header("NAME\tSTATUS\tAGE\tVERSION")
 	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, nodeStatus(n), age(n.CreationTimestamp.Time, now), orNone(n.Status.NodeInfo.KubeletVersion))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("printing the node: %w", err)
@@ -40,12 +40,14 @@ func nodeStatus(n *v1.Node) string {
 	return strings.Join(append([]string{status}, pressure...), ",")
 }
 
-// DescribeNode writes n the way "kubectl describe node" starts: its name,
-// creation and conditions, each with when it last changed and why; then
-// its capacity and allocatable (the CDI devices by kind), when it has any.
+// DescribeNode writes n the way "kubectl describe node" does, for what
+// staticlet's node has: its name, labels, creation and conditions, each
+// with when it last changed and why; its addresses; its capacity and
+// allocatable (the CDI devices by kind among them); and its system info.
 func DescribeNode(w io.Writer, n *v1.Node, now time.Time) error {
 	d := &describer{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0), now: now}
 	d.line(0, "Name:\t%s\n", n.Name)
+	d.multiline("Labels", n.Labels, "=", 0)
 	d.line(0, "CreationTimestamp:\t%s\n", timeString(n.CreationTimestamp))
 	d.line(0, "Conditions:\n")
 	d.line(1, "Type\tStatus\tLastTransitionTime\tReason\tMessage\n")
@@ -53,10 +55,24 @@ func DescribeNode(w io.Writer, n *v1.Node, now time.Time) error {
 	for _, c := range n.Status.Conditions {
 		d.line(1, "%s \t%s \t%s \t%s \t%s\n", c.Type, c.Status, timeString(c.LastTransitionTime), c.Reason, c.Message)
 	}
+	if len(n.Status.Addresses) > 0 {
+		d.line(0, "Addresses:\n")
+		for _, a := range n.Status.Addresses {
+			d.line(1, "%s:\t%s\n", a.Type, a.Address)
+		}
+	}
 	d.resources(0, "Capacity", n.Status.Capacity)
 	d.resources(0, "Allocatable", n.Status.Allocatable)
-	if v := n.Status.NodeInfo.KubeletVersion; v != "" {
-		d.line(0, "Version:\t%s\n", v)
+	info := n.Status.NodeInfo
+	d.line(0, "System Info:\n")
+	for _, f := range [][2]string{
+		{"Machine ID", info.MachineID}, {"System UUID", info.SystemUUID}, {"Boot ID", info.BootID},
+		{"Kernel Version", info.KernelVersion}, {"OS Image", info.OSImage},
+		{"Operating System", info.OperatingSystem}, {"Architecture", info.Architecture},
+		{"Container Runtime Version", info.ContainerRuntimeVersion},
+		{"Kubelet Version", info.KubeletVersion}, {"Kube-Proxy Version", ""}, // staticlet runs no kube-proxy
+	} {
+		d.line(1, "%s:\t%s\n", f[0], f[1])
 	}
 	if err := d.tw.Flush(); err != nil {
 		return fmt.Errorf("describing node %s: %w", n.Name, err)

@@ -35,9 +35,12 @@ func TestNodeStatus(t *testing.T) {
 func TestDescribeNode(t *testing.T) {
 	start := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	n := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", CreationTimestamp: metav1.NewTime(start)},
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", CreationTimestamp: metav1.NewTime(start),
+			Labels: map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": "n1"}},
 		Status: v1.NodeStatus{
-			NodeInfo:    v1.NodeSystemInfo{KubeletVersion: "v1.2.3"},
+			Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeHostName, Address: "n1"}},
+			NodeInfo: v1.NodeSystemInfo{KubeletVersion: "v1.2.3", ContainerRuntimeVersion: "containerd://2.1.4",
+				OSImage: "Debian GNU/Linux 13 (trixie)", Architecture: "amd64"},
 			Capacity:    v1.ResourceList{"example.test/dev": resource.MustParse("2")},
 			Allocatable: v1.ResourceList{"example.test/dev": resource.MustParse("2")},
 			Conditions: []v1.NodeCondition{
@@ -51,7 +54,11 @@ func TestDescribeNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Name:", "n1", "Conditions:", "DiskPressure", "KubeletHasDiskPressure", "/r: nodefs.available 0% < 10%", "v1.2.3",
-		"Capacity:\n  example.test/dev:  2\nAllocatable:\n  example.test/dev:  2\n"} {
+		"Capacity:\n  example.test/dev:  2\nAllocatable:\n  example.test/dev:  2\n",
+		"Labels:             kubernetes.io/hostname=n1\n                    kubernetes.io/os=linux\n",
+		"Addresses:\n  InternalIP:  192.0.2.7\n  Hostname:    n1\n",
+		"  Container Runtime Version:  containerd://2.1.4\n", "  OS Image:                   Debian GNU/Linux 13 (trixie)\n",
+		"  Kubelet Version:            v1.2.3\n"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("DescribeNode() lacks %q:\n%s", want, b.String())
 		}

@@ -20,11 +20,7 @@ import (
 // wide also KEYS, each key with its value's size in bytes.
 func ConfigMaps(w io.Writer, cms []v1.ConfigMap, wide bool, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprint(tw, "NAMESPACE\tNAME\tDATA\tAGE\tSOURCE")
-	if wide {
-		fmt.Fprint(tw, "\tKEYS")
-	}
-	fmt.Fprintln(tw)
+	tw.header(objectsHeader("NAMESPACE\tNAME\tDATA\tAGE\tSOURCE", wide))
 	for i := range cms {
 		cm := &cms[i]
 		sizes := configMapSizes(cm)
@@ -46,11 +42,7 @@ func ConfigMaps(w io.Writer, cms []v1.ConfigMap, wide bool, now time.Time) error
 // with its value's size in bytes. Nothing of a value is printed.
 func Secrets(w io.Writer, secrets []v1.Secret, wide bool, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprint(tw, "NAMESPACE\tNAME\tTYPE\tDATA\tAGE\tSOURCE")
-	if wide {
-		fmt.Fprint(tw, "\tKEYS")
-	}
-	fmt.Fprintln(tw)
+	tw.header(objectsHeader("NAMESPACE\tNAME\tTYPE\tDATA\tAGE\tSOURCE", wide))
 	for i := range secrets {
 		s := &secrets[i]
 		sizes := secretSizes(s)
@@ -64,6 +56,15 @@ func Secrets(w io.Writer, secrets []v1.Secret, wide bool, now time.Time) error {
 		return fmt.Errorf("printing secrets: %w", err)
 	}
 	return nil
+}
+
+// objectsHeader is the header of the ConfigMaps or Secrets table, with
+// KEYS when wide.
+func objectsHeader(cells string, wide bool) string {
+	if wide {
+		return cells + "\tKEYS"
+	}
+	return cells
 }
 
 // DescribeConfigMap writes cm the way "kubectl describe configmap" does:
@@ -156,3 +157,6 @@ func keyList(sizes map[string]int) string {
 	}
 	return strings.Join(keys, ",")
 }
+
+// SecretKeyCount is the DATA cell of s: how many keys it has.
+func SecretKeyCount(s *v1.Secret) int64 { return int64(len(secretSizes(s))) }

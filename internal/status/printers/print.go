@@ -21,16 +21,36 @@ import (
 // none is what kubectl prints for an empty cell.
 const none = "<none>"
 
-// newTable returns the tabwriter kubectl uses for tables.
-func newTable(w io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(w, 6, 4, 3, ' ', 0)
+// table is the tabwriter kubectl uses for tables, which knows whether to
+// print their headers.
+type table struct {
+	*tabwriter.Writer
+	noHeaders bool // kubectl's --no-headers: see Output.Writer
+}
+
+// newTable returns a table writing to w, without headers when w came
+// from Output.Writer with NoHeaders.
+func newTable(w io.Writer) *table {
+	h, noHeaders := w.(headless)
+	if noHeaders {
+		w = h.Writer
+	}
+	return &table{Writer: tabwriter.NewWriter(w, 6, 4, 3, ' ', 0), noHeaders: noHeaders}
+}
+
+// header prints a header line made of cells, separated by tabs, unless
+// the table is without headers.
+func (t *table) header(cells ...string) {
+	if !t.noHeaders {
+		fmt.Fprintln(t, strings.Join(cells, "\t"))
+	}
 }
 
 // Pods writes pods as kubectl's "get pods" table: NAME READY STATUS
 // RESTARTS AGE, and with wide also IP and NODE. Ages are relative to now.
 func Pods(w io.Writer, pods []v1.Pod, wide bool, now time.Time) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, podHeader(wide))
+	tw.header(podHeader(wide))
 	for i := range pods {
 		fmt.Fprintln(tw, podLine(&pods[i], wide, now))
 	}
@@ -239,14 +259,15 @@ func Manifests(w io.Writer, manifests []status.Manifest) error {
 	withSource := len(sources) > 1
 	withObjects := slices.ContainsFunc(manifests, func(m status.Manifest) bool { return len(m.Objects) > 0 })
 	tw := newTable(w)
+	var header []string
 	if withSource {
-		fmt.Fprint(tw, "SOURCE\t")
+		header = append(header, "SOURCE")
 	}
+	header = append(header, "PATH", "PODS")
 	if withObjects {
-		fmt.Fprintln(tw, "PATH\tPODS\tOBJECTS\tERROR")
-	} else {
-		fmt.Fprintln(tw, "PATH\tPODS\tERROR")
+		header = append(header, "OBJECTS")
 	}
+	tw.header(append(header, "ERROR")...)
 	for _, m := range manifests {
 		if withSource {
 			fmt.Fprintf(tw, "%s\t", m.Source)

@@ -13,9 +13,9 @@ import (
 func TopPods(w io.Writer, pods []status.PodStats, containers bool) error {
 	tw := newTable(w)
 	if containers {
-		fmt.Fprintln(tw, "POD\tNAME\tCPU(cores)\tMEMORY(bytes)")
+		tw.header("POD\tNAME\tCPU(cores)\tMEMORY(bytes)")
 	} else {
-		fmt.Fprintln(tw, "NAME\tCPU(cores)\tMEMORY(bytes)")
+		tw.header("NAME\tCPU(cores)\tMEMORY(bytes)")
 	}
 	for _, p := range pods {
 		if !containers {

@@ -5,13 +5,20 @@ import (
 	"io"
 	"time"
 
+	"github.com/liggitt/tabwriter"
+
 	"github.com/staticlet/staticlet/internal/status"
 )
 
 // PodWatchOptions choose what a PodWatch prints.
 type PodWatchOptions struct {
-	// Output is "" or "wide" for table rows, "json" or "yaml" for objects.
+	// Output is "" or "wide" for table rows, "json" or "yaml" for
+	// objects; ignored when Printer is set.
 	Output string
+	// Printer, when set, prints each pod (or each watch event with
+	// WatchEvents) through one of kubectl's printers, aligned as kubectl
+	// aligns them in a watch.
+	Printer *Printer
 	// WatchEvents prints the type of each change, as kubectl's
 	// --output-watch-events: an EVENT column before the table's, or the
 	// whole watch event instead of the pod with json and yaml.
@@ -27,11 +34,15 @@ type PodWatch struct {
 	opts    PodWatchOptions
 	printed int // batches of rows printed
 	objects objectStream
+	aligned *tabwriter.Writer // Printer's output, when it is set
 }
 
 // NewPodWatch returns a PodWatch writing to w, or an error for an unknown
 // output format.
 func NewPodWatch(w io.Writer, opts PodWatchOptions) (*PodWatch, error) {
+	if opts.Printer != nil {
+		return &PodWatch{w: w, opts: opts, aligned: watchWriter(w)}, nil
+	}
 	switch opts.Output {
 	case "", "wide", "json", "yaml":
 		return &PodWatch{w: w, opts: opts, objects: objectStream{w: w, format: opts.Output}}, nil
@@ -51,6 +62,9 @@ func (pw *PodWatch) Print(events []status.PodWatchEvent, now time.Time) error {
 			pods = append(pods, ev)
 		}
 	}
+	if pw.opts.Printer != nil {
+		return pw.printEach(pods)
+	}
 	if pw.opts.Output == "json" || pw.opts.Output == "yaml" {
 		return pw.printObjects(pods)
 	}
@@ -61,9 +75,10 @@ func (pw *PodWatch) Print(events []status.PodWatchEvent, now time.Time) error {
 	tw := newTable(pw.w)
 	if pw.printed == 0 {
 		if pw.opts.WatchEvents {
-			fmt.Fprint(tw, "EVENT\t")
+			tw.header("EVENT", podHeader(wide))
+		} else {
+			tw.header(podHeader(wide))
 		}
-		fmt.Fprintln(tw, podHeader(wide))
 	}
 	for _, ev := range pods {
 		if pw.opts.WatchEvents {
@@ -89,6 +104,27 @@ func (pw *PodWatch) printObjects(events []status.PodWatchEvent) error {
 		if err := pw.objects.write(obj); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// printEach prints each event's pod, or the event itself with
+// WatchEvents, through Printer, as kubectl prints a watch: the pods it
+// lists first one by one, as it prints each later change.
+func (pw *PodWatch) printEach(events []status.PodWatchEvent) error {
+	for _, ev := range events {
+		var err error
+		if pw.opts.WatchEvents {
+			err = pw.opts.Printer.WatchEvent(pw.aligned, string(ev.Type), "Pod", ev.Object)
+		} else {
+			err = pw.opts.Printer.Object(pw.aligned, "Pod", ev.Object)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := pw.aligned.Flush(); err != nil {
+		return fmt.Errorf("printing pods: %w", err)
 	}
 	return nil
 }

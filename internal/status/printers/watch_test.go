@@ -29,9 +29,10 @@ func TestPodWatch(t *testing.T) {
 	}
 	change := []status.PodWatchEvent{{Type: status.WatchModified, Object: watchPod("web", v1.PodRunning)}}
 	tests := []struct {
-		name string
-		opts PodWatchOptions
-		want string
+		name    string
+		opts    PodWatchOptions
+		printer string // -o for one of kubectl's printers
+		want    string
 	}{
 		{name: "table", want: `NAME         READY   STATUS    RESTARTS   AGE
 etcd-node1   0/1     Running   0          5s
@@ -43,10 +44,27 @@ ADDED   etcd-node1   0/1     Running   0          5s    <none>   node1
 ADDED   web          0/1     Pending   0          5s    <none>   node1
 MODIFIED   web   0/1   Running   0     5s    <none>   node1
 `},
+		{name: "name", printer: "name", want: "pod/etcd-node1\npod/web\npod/web\n"},
+		{name: "name with events", printer: "name", opts: PodWatchOptions{WatchEvents: true}, want: "pod/etcd-node1\npod/web\npod/web\n"},
+		{name: "jsonpath", printer: `jsonpath={.metadata.name}{"\n"}`, want: "etcd-node1\nweb\nweb\n"},
+		{name: "jsonpath with events", printer: `jsonpath={.type} {.object.metadata.name} {.object.status.phase}{"\n"}`, opts: PodWatchOptions{WatchEvents: true},
+			want: "ADDED etcd-node1 Running\nADDED web Pending\nMODIFIED web Running\n"},
+		{name: "custom-columns", printer: "custom-columns=NAME:.metadata.name,PHASE:.status.phase", want: `NAME         PHASE
+etcd-node1   Running
+web          Pending
+web          Running
+`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
+			if tt.printer != "" {
+				p, err := Output{Format: tt.printer, AllowMissingKeys: true}.Printer(podFormats)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.opts.Printer = p
+			}
 			pw, err := NewPodWatch(&b, tt.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -115,8 +133,8 @@ func TestEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ew.Print(events[:2], now)
-	ew.Print(events[3:], now)
+	ew.Print(recorded(events[:2]), now)
+	ew.Print(recorded(events[3:]), now)
 	want = `LAST SEEN   TYPE      REASON    OBJECT    MESSAGE
 5m          Normal    Started   pod/web   Started container c
 4m          Warning   BackOff   pod/web   Back-off restarting failed container c
@@ -145,4 +163,13 @@ func TestEventsOfTheNode(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("Events() =\n%s\nwant\n%s", b.String(), want)
 	}
+}
+
+// recorded is events as the status socket serves them.
+func recorded(events []pod.Event) []status.RecordedEvent {
+	out := make([]status.RecordedEvent, len(events))
+	for i, e := range events {
+		out[i] = status.RecordedEvent{Event: e}
+	}
+	return out
 }

@@ -82,8 +82,8 @@ var rules = map[string]rule{
 	"internal/status":          {product, []string{"internal/pod"}},
 	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
 	// The Kubernetes API: it serves the status store, with the printers'
-	// cells for its tables.
-	"internal/kubeapi":        {product, []string{"internal/pod", "internal/status", "internal/status/printers"}},
+	// cells for its tables and the generated OpenAPI definitions.
+	"internal/kubeapi":        {product, []string{"internal/pod", "internal/status", "internal/status/printers", "internal/kubeapi/openapi"}},
 	"internal/sandbox":        {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/...", "internal/devices"}},
 	"internal/sandbox/spec":   {product, []string{"internal/pod"}},
 	"internal/sandbox/procfs": {product, nil},
@@ -93,7 +93,7 @@ var rules = map[string]rule{
 	// and none of the others (but lease, a leaf images shares with
 	// sandbox). cgroups: the pods' cgroups with both drivers, OOM kills
 	// and usage.
-	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs"}},
+	"internal/cgroups": {product, []string{"internal/pod", "internal/sandbox/spec", "internal/sandbox/procfs", "internal/nodeinfo"}},
 	// The node's devices: the host's device nodes for privileged
 	// containers, and the CDI devices the node's specs name.
 	"internal/devices": {product, nil},
@@ -125,9 +125,15 @@ var rules = map[string]rule{
 	// Disk pressure on the filesystems of the root dir and the logs:
 	// statfs against the kubelet's thresholds.
 	"internal/diskpressure": {product, nil},
+	// What the node object says of the machine: identity, kernel, OS,
+	// capacity, primary address, CPU time; files read under a root.
+	"internal/nodeinfo": {product, nil},
 	// The Kubernetes API's CA, serving and admin certificates under the
 	// root dir, and the file recording the API's address.
 	"internal/kubeapi/pki": {product, nil},
+	// The OpenAPI definitions of the API's types, generated from
+	// k8s.io/api: no code of staticlet's own.
+	"internal/kubeapi/openapi": {product, nil},
 	// The kubelet's config file (run --config), parsed and applied to
 	// the variables behind run's flags.
 	"internal/kubeletconfig": {product, nil},
@@ -145,6 +151,8 @@ var rules = map[string]rule{
 	"internal/testutil/testvm":     {helper, []string{"internal/testutil/debroot"}},
 	"internal/testutil/debroot":    {helper, []string{"internal/testutil/tier"}},
 	"internal/testutil/logindtest": {helper, []string{"internal/testutil/tier"}},
+	// kubectl and k9s built from the module proxy, and tmux to run k9s in.
+	"internal/testutil/kubetools": {helper, []string{"internal/testutil/modbuild", "internal/testutil/tier"}},
 	// Which tier of the suite runs (unit: go test -short), and what a
 	// test lacking a real dependency does.
 	"internal/testutil/tier": {helper, nil},
@@ -159,7 +167,7 @@ var rules = map[string]rule{
 		"internal/testutil/ctrdtest", "internal/testutil/etcdtest", "internal/testutil/testimage"}},
 
 	// Tools.
-	"internal/testutil/ctrdtest/prebuild": {tool, []string{"internal/testutil/ctrdtest", "internal/testutil/etcdtest"}},
+	"internal/testutil/ctrdtest/prebuild": {tool, []string{"internal/testutil/ctrdtest", "internal/testutil/etcdtest", "internal/testutil/kubetools"}},
 	"internal/testutil/testimage/mkimage": {tool, []string{"internal/testutil/testimage"}},
 	"internal/testutil/archrules":         {tool, nil},
 
@@ -168,7 +176,7 @@ var rules = map[string]rule{
 	// under systemd in nspawn machines, in a QEMU guest, and the
 	// benchmarks and the soak. Besides test helpers their tests read the product
 	// packages below, for their types and to look behind staticlet.
-	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/...", "internal/cgroups", "internal/images", "internal/podnet/..."}},
+	"test/e2e":     {tool, []string{"internal/pod", "internal/status", "internal/testutil/kubetools", "internal/logs", "internal/logd", "internal/sandbox/...", "internal/cgroups", "internal/images", "internal/podnet/..."}},
 	"test/systemd": {tool, nil},
 	"test/vm":      {tool, nil},
 	"test/bench":   {tool, []string{"internal/pod", "internal/status", "internal/logs", "internal/logd", "internal/sandbox/..."}},

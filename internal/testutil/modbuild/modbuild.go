@@ -27,7 +27,9 @@ import (
 // Recipe is what to build: commands of modules at pinned versions.
 type Recipe struct {
 	// Require are the "module@version" arguments of go get: the modules of
-	// the commands, and any dependency pinned above what they ask for.
+	// the commands, and any dependency pinned above what they ask for. It
+	// may be empty only for Main commands that import the standard library
+	// alone.
 	Require []string
 	// Commands are the binaries, each built from a main package.
 	Commands []Command
@@ -41,8 +43,24 @@ type Recipe struct {
 type Command struct {
 	// Name is the binary's file name in the entry.
 	Name string
-	// Package is the import path of its main package.
+	// Package is the import path of its main package. Unused with Main.
 	Package string
+	// Main, when set, is the source of a main package of the generated
+	// module's own, which Build writes there and builds instead of Package:
+	// for a program whose module holds its command tree but not its main
+	// package (kubectl's is in k8s.io/kubernetes, whose replace directives
+	// no other module can build from). What it imports must be in
+	// Require's modules.
+	Main string
+}
+
+// pkg is what go build is given for c: Package, or the directory of the
+// generated main package.
+func (c Command) pkg() string {
+	if c.Main != "" {
+		return "./cmd/" + c.Name
+	}
+	return c.Package
 }
 
 // names are the file names of r's binaries.
@@ -150,15 +168,29 @@ func buildInto(ctx context.Context, r Recipe, modDir, outDir string) error {
 	if err := os.WriteFile(filepath.Join(modDir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		return fmt.Errorf("writing go.mod: %w", err)
 	}
-	if err := run(goCommand(ctx, modDir, append([]string{"get"}, r.Require...)...)); err != nil {
-		return err
+	for _, c := range r.Commands {
+		if c.Main == "" {
+			continue
+		}
+		dir := filepath.Join(modDir, "cmd", c.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating main package of %s: %w", c.Name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(c.Main), 0o644); err != nil {
+			return fmt.Errorf("writing main package of %s: %w", c.Name, err)
+		}
+	}
+	if len(r.Require) > 0 {
+		if err := run(goCommand(ctx, modDir, append([]string{"get"}, r.Require...)...)); err != nil {
+			return err
+		}
 	}
 	for _, c := range r.Commands {
 		args := []string{"build", "-trimpath", "-ldflags", r.LDFlags, "-o", filepath.Join(outDir, c.Name)}
 		if r.Tags != "" {
 			args = append(args, "-tags", r.Tags)
 		}
-		if err := run(goCommand(ctx, modDir, append(args, c.Package)...)); err != nil {
+		if err := run(goCommand(ctx, modDir, append(args, c.pkg())...)); err != nil {
 			return err
 		}
 	}

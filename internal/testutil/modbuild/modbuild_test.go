@@ -3,6 +3,7 @@ package modbuild
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestBuildComplete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := Recipe{Require: []string{"x@bad"}, Commands: []Command{{"a", "x/a"}, {"b", "x/b"}}}
+	r := Recipe{Require: []string{"x@bad"}, Commands: []Command{{Name: "a", Package: "x/a"}, {Name: "b", Package: "x/b"}}}
 	if err := Build(t.Context(), dir, r); err != nil {
 		t.Errorf("Build of a complete entry = %v, want nil", err)
 	}
@@ -35,7 +36,7 @@ func TestBuildFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	// A module path without a dot: go get rejects it without the network.
-	r := Recipe{Require: []string{"nodot@v1.0.0"}, Commands: []Command{{"a", "nodot/a"}}}
+	r := Recipe{Require: []string{"nodot@v1.0.0"}, Commands: []Command{{Name: "a", Package: "nodot/a"}}}
 	err := Build(ctx, dir, r)
 	if err == nil || !strings.Contains(err.Error(), "go get nodot@v1.0.0") {
 		t.Fatalf("Build(%+v) = %v, want an error naming go get nodot@v1.0.0", r, err)
@@ -48,6 +49,26 @@ func TestBuildFails(t *testing.T) {
 		if e.Name() != "v1.lock" {
 			t.Errorf("%s left in the cache after a failed build", e.Name())
 		}
+	}
+}
+
+// TestBuildMain checks a command given as the source of its main package
+// is built from the generated module, with the recipe's ldflags.
+func TestBuildMain(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v1")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	main := "package main\n\nvar greeting = \"unset\"\n\nfunc main() { println(greeting) }\n"
+	r := Recipe{
+		Commands: []Command{{Name: "hello", Main: main}},
+		LDFlags:  "-X main.greeting=stamped",
+	}
+	if err := Build(ctx, dir, r); err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(dir, "hello")).CombinedOutput()
+	if got := strings.TrimSpace(string(out)); err != nil || got != "stamped" {
+		t.Errorf("hello printed %q (%v), want stamped", got, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command prebuild builds the programs the tests build from the Go module
 // proxy: the containerd releases they run against (ctrdtest.Releases, into
-// ctrdtest.CacheDir) and etcd (etcdtest.Build), so that make test pays for
+// ctrdtest.CacheDir), etcd (etcdtest.Build), and the kubectl and k9s that
+// drive staticlet's Kubernetes API (kubetools), so that make test pays for
 // a cold build once, before any test's timeout starts, rather than in the
 // first test that needs each. With -list it builds nothing and prints what
 // STATICLET_TEST_CONTAINERD may select, one a line: "system" (the
@@ -18,6 +19,7 @@ import (
 
 	"github.com/staticlet/staticlet/internal/testutil/ctrdtest"
 	"github.com/staticlet/staticlet/internal/testutil/etcdtest"
+	"github.com/staticlet/staticlet/internal/testutil/kubetools"
 )
 
 func main() {
@@ -40,7 +42,11 @@ func main() {
 	for _, r := range ctrdtest.Releases {
 		builds = append(builds, build{"containerd " + r.Version, func(ctx context.Context) (string, error) { return ctrdtest.Build(ctx, r) }})
 	}
-	builds = append(builds, build{"etcd " + etcdtest.Version, etcdtest.Build})
+	builds = append(builds,
+		build{"etcd " + etcdtest.Version, etcdtest.Build},
+		build{"kubectl " + kubetools.KubectlVersion, kubetools.BuildKubectl},
+		build{"k9s " + kubetools.K9sVersion, kubetools.BuildK9s},
+	)
 	for _, b := range builds {
 		start := time.Now()
 		path, err := b.run(ctx)
