@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	osexec "os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/util/exec"
 
 	"github.com/staticlet/staticlet/internal/testutil/harness"
+	"github.com/staticlet/staticlet/internal/testutil/kubetools"
 )
 
 // loopbackServerPod serves "hello from the pod" on 127.0.0.1:8080 inside
@@ -213,5 +215,59 @@ func TestKubeAPIExecAndPortForward(t *testing.T) {
 	<-attached
 	if first := w.buf.String(); !strings.HasPrefix(first, "tick ") || strings.HasPrefix(first, "tick 1\n") {
 		t.Errorf("attach began with %q, want a later tick than the first", first)
+	}
+}
+
+// TestKubectlExecAndPortForward drives a real kubectl 1.30: exec keeps the
+// command's exit code and passes piped input, and port-forward reaches a
+// server listening on 127.0.0.1 inside the pod.
+func TestKubectlExecAndPortForward(t *testing.T) {
+	e := harness.NewEnv(t)
+	d, _, kubeconfig := startWithAPI(t, e)
+	k := kubectl{t: t, bin: kubetools.Kubectl(t), kubeconfig: kubeconfig}
+	e.Write("web.yaml", kubectlPod)
+	web := "web-" + harness.TestNode
+	d.WaitPod(web, 60*time.Second, "web running", harness.Running)
+
+	out, err := k.run("exec", web, "--", "sh", "-c", "echo out; exit 3")
+	var exitErr *osexec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 3 || !strings.Contains(out, "out\n") {
+		t.Errorf("kubectl exec ... exit 3 = %v, output %q; want exit status 3 and out", err, out)
+	}
+	cmd := osexec.Command(k.bin, "--kubeconfig", kubeconfig, "exec", "-i", web, "--", "cat")
+	cmd.Stdin = strings.NewReader("piped\n")
+	if b, err := cmd.CombinedOutput(); err != nil || string(b) != "piped\n" {
+		t.Errorf("kubectl exec -i ... cat = %q, %v; want %q", b, err, "piped\n")
+	}
+
+	pf := osexec.Command(k.bin, "--kubeconfig", kubeconfig, "port-forward", "pod/"+web, "--address", "127.0.0.1", ":8080")
+	pfOut := &harness.SyncBuffer{}
+	pf.Stdout, pf.Stderr = pfOut, pfOut
+	if err := pf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = pf.Process.Kill()
+		_ = pf.Wait()
+	}()
+	var local string
+	harness.WaitFor(t, 30*time.Second, "kubectl port-forward listening", func() (bool, string) {
+		for line := range strings.SplitSeq(pfOut.String(), "\n") {
+			if from, ok := strings.CutPrefix(line, "Forwarding from "); ok {
+				local, _, _ = strings.Cut(from, " ->")
+				return true, ""
+			}
+		}
+		return false, pfOut.String()
+	})
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err := client.Get("http://" + local + "/")
+	if err != nil {
+		t.Fatalf("GET through kubectl port-forward: %v\n%s", err, pfOut.String())
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "hello from web\n" {
+		t.Errorf("GET through kubectl port-forward = %q, %v; want %q", body, err, "hello from web\n")
 	}
 }
