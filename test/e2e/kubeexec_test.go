@@ -10,13 +10,16 @@ import (
 	"net/http"
 	"net/url"
 	osexec "os/exec"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	//lint:ignore SA1019 client-go v0.37 still dials and fails in apimachinery's httpstream types
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
@@ -239,6 +242,21 @@ func TestKubectlExecAndPortForward(t *testing.T) {
 	cmd.Stdin = strings.NewReader("piped\n")
 	if b, err := cmd.CombinedOutput(); err != nil || string(b) != "piped\n" {
 		t.Errorf("kubectl exec -i ... cat = %q, %v; want %q", b, err, "piped\n")
+	}
+
+	// exec -it on a terminal: a shell, its answer, a resize, its exit code.
+	term := openPTY(t)
+	term.setSize(t, 30, 100)
+	sh := osexec.Command(k.bin, "--kubeconfig", kubeconfig, "exec", "-it", web, "--", "sh")
+	sh.Stdin, sh.Stdout, sh.Stderr = term.slave, term.slave, term.slave
+	sh.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	done := startCmd(t, sh)
+	term.waitFor(t, "the shell's prompt", regexp.MustCompile(`[#$] `))
+	term.typeIn(t, "echo $((6*7)); stty size\r")
+	term.waitFor(t, "the shell's answer and the terminal's size", regexp.MustCompile(`\r\n42\r\n30 100\r\n`))
+	term.typeIn(t, "exit 5\r")
+	if code := waitExit(t, sh, done); code != 5 {
+		t.Errorf("kubectl exec -it ... sh after exit 5 exited %d, want 5; terminal: %q", code, lastBytes(term.out.String(), 300))
 	}
 
 	pf := osexec.Command(k.bin, "--kubeconfig", kubeconfig, "port-forward", "pod/"+web, "--address", "127.0.0.1", ":8080")
