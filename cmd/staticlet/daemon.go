@@ -47,6 +47,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err != nil {
 		return err
 	}
+	routeLibraryLogs(logger)
 	cfg.configNotes.Log(logger)
 	if err := cfg.check(); err != nil {
 		return err
