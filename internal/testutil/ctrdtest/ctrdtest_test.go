@@ -64,7 +64,10 @@ func TestRunContainer(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("waiting for task exit: %v", ctx.Err())
 	}
-	// Delete waits for the output to be copied.
+	// The output is copied once the shim closes its end of the FIFOs,
+	// after the exit; Delete would close ours (cio's Cancel), losing what
+	// a copy on a busy machine has not read yet.
+	task.IO().Wait()
 	if _, err := task.Delete(ctx); err != nil {
 		t.Fatalf("task Delete: %v", err)
 	}
