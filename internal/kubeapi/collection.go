@@ -226,6 +226,12 @@ func partialMetadata(obj runtime.Object) *metav1.PartialObjectMetadata {
 
 // nameColumn is the first column of every Table, as the apiserver
 // describes it.
+// stringColumn is a Table column of strings; priority 1 puts it in the
+// wide form only.
+func stringColumn(name, desc string, priority int32) metav1.TableColumnDefinition {
+	return metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc, Priority: priority}
+}
+
 func nameColumn() metav1.TableColumnDefinition {
 	return metav1.TableColumnDefinition{
 		Name: "Name", Type: "string", Format: "name",

@@ -170,22 +170,19 @@ func newEventList(items []runtime.Object, rev string) runtime.Object {
 
 // eventColumns are the columns of the events table, the apiserver's.
 func eventColumns() []metav1.TableColumnDefinition {
-	col := func(name, desc string, priority int32) metav1.TableColumnDefinition {
-		return metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc, Priority: priority}
-	}
 	doc := v1.Event{}.SwaggerDoc()
-	name := col("Name", metav1.ObjectMeta{}.SwaggerDoc()["name"], 1)
+	name := stringColumn("Name", metav1.ObjectMeta{}.SwaggerDoc()["name"], 1)
 	name.Format = "name"
 	return []metav1.TableColumnDefinition{
-		col("Last Seen", doc["lastTimestamp"], 0),
-		col("Type", doc["type"], 0),
-		col("Reason", doc["reason"], 0),
-		col("Object", doc["involvedObject"], 0),
-		col("Subobject", v1.ObjectReference{}.SwaggerDoc()["fieldPath"], 1),
-		col("Source", doc["source"], 1),
-		col("Message", doc["message"], 0),
-		col("First Seen", doc["firstTimestamp"], 1),
-		col("Count", doc["count"], 1),
+		stringColumn("Last Seen", doc["lastTimestamp"], 0),
+		stringColumn("Type", doc["type"], 0),
+		stringColumn("Reason", doc["reason"], 0),
+		stringColumn("Object", doc["involvedObject"], 0),
+		stringColumn("Subobject", v1.ObjectReference{}.SwaggerDoc()["fieldPath"], 1),
+		stringColumn("Source", doc["source"], 1),
+		stringColumn("Message", doc["message"], 0),
+		stringColumn("First Seen", doc["firstTimestamp"], 1),
+		stringColumn("Count", doc["count"], 1),
 		name,
 	}
 }

@@ -55,20 +55,17 @@ func (s *Server) node() *v1.Node {
 }
 
 func nodeColumns() []metav1.TableColumnDefinition {
-	col := func(name, desc string, priority int32) metav1.TableColumnDefinition {
-		return metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc, Priority: priority}
-	}
 	return []metav1.TableColumnDefinition{
 		nameColumn(),
-		col("Status", "The status of the node", 0),
-		col("Roles", "The roles of the node", 0),
+		stringColumn("Status", "The status of the node", 0),
+		stringColumn("Roles", "The roles of the node", 0),
 		ageColumn(),
-		col("Version", "Kubelet Version reported by the node.", 0),
-		col("Internal-IP", "List of addresses reachable to the node. Queried from cloud provider, if available.", 1),
-		col("External-IP", "List of addresses reachable to the node. Queried from cloud provider, if available.", 1),
-		col("OS-Image", "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).", 1),
-		col("Kernel-Version", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", 1),
-		col("Container-Runtime", "Container runtime version reported by the node through runtime remote API (e.g. containerd://1.4.2).", 1),
+		stringColumn("Version", "Kubelet Version reported by the node.", 0),
+		stringColumn("Internal-IP", "List of addresses reachable to the node. Queried from cloud provider, if available.", 1),
+		stringColumn("External-IP", "List of addresses reachable to the node. Queried from cloud provider, if available.", 1),
+		stringColumn("OS-Image", "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).", 1),
+		stringColumn("Kernel-Version", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).", 1),
+		stringColumn("Container-Runtime", "Container runtime version reported by the node through runtime remote API (e.g. containerd://1.4.2).", 1),
 	}
 }
 

@@ -120,19 +120,16 @@ func podFields(obj runtime.Object) fields.Set {
 
 // podColumns are the columns of the pods table, the apiserver's.
 func podColumns() []metav1.TableColumnDefinition {
-	col := func(name, desc string, priority int32) metav1.TableColumnDefinition {
-		return metav1.TableColumnDefinition{Name: name, Type: "string", Description: desc, Priority: priority}
-	}
 	return []metav1.TableColumnDefinition{
 		nameColumn(),
-		col("Ready", "The aggregate readiness state of this pod for accepting traffic.", 0),
-		col("Status", "The aggregate status of the containers in this pod.", 0),
-		col("Restarts", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0),
+		stringColumn("Ready", "The aggregate readiness state of this pod for accepting traffic.", 0),
+		stringColumn("Status", "The aggregate status of the containers in this pod.", 0),
+		stringColumn("Restarts", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.", 0),
 		ageColumn(),
-		col("IP", "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.", 1),
-		col("Node", "NodeName is a request to schedule this pod onto a specific node.", 1),
-		col("Nominated Node", "nominatedNodeName is set only when this pod preempts other pods on the node.", 1),
-		col("Readiness Gates", "If specified, all readiness gates will be evaluated for pod readiness.", 1),
+		stringColumn("IP", "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.", 1),
+		stringColumn("Node", "NodeName is a request to schedule this pod onto a specific node.", 1),
+		stringColumn("Nominated Node", "nominatedNodeName is set only when this pod preempts other pods on the node.", 1),
+		stringColumn("Readiness Gates", "If specified, all readiness gates will be evaluated for pod readiness.", 1),
 	}
 }
 
