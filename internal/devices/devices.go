@@ -184,11 +184,51 @@ func (r *Registry) poll(ctx context.Context) error {
 // nothing.
 func (r *Registry) watchDirs(w *fsnotify.Watcher) {
 	for _, dir := range r.cfg.SpecDirs {
-		for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-			err := w.Add(d)
-			if err == nil || !errors.Is(err, os.ErrNotExist) || d == filepath.Dir(d) {
-				break
-			}
+		watchNearest(w.Add, dir)
+	}
+}
+
+// maxWatchTries bounds watchNearest's retries when the directories keep
+// appearing and going: an event on the parent watched last brings the
+// next try.
+const maxWatchTries = 8
+
+// watchNearest adds dir to the watch through add, or its nearest parent
+// that exists. A directory made between a failed add of it and the add
+// of its parent gives no event on the parent, so once the parent is
+// watched, a child that exists by then is tried again.
+func watchNearest(add func(string) error, dir string) {
+	dir = filepath.Clean(dir)
+	for range maxWatchTries {
+		watched := addNearest(add, dir)
+		if watched == "" || watched == dir {
+			return
+		}
+		if _, err := os.Stat(childToward(watched, dir)); err != nil {
+			return // still missing: the parent's watch will tell
+		}
+	}
+}
+
+// addNearest adds dir, or the nearest of its parents that exists, and
+// returns the one added; "" when none could be.
+func addNearest(add func(string) error, dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		err := add(d)
+		if err == nil {
+			return d
+		}
+		if !errors.Is(err, os.ErrNotExist) || d == filepath.Dir(d) {
+			return ""
+		}
+	}
+}
+
+// childToward is the entry of parent on the way down to dir.
+func childToward(parent, dir string) string {
+	for d := dir; ; d = filepath.Dir(d) {
+		if filepath.Dir(d) == parent || d == filepath.Dir(d) {
+			return d
 		}
 	}
 }

@@ -37,8 +37,14 @@ func writeSpec(t *testing.T, dir, file string, nodes map[string]string) string {
 	for _, n := range names {
 		b.WriteString("- name: " + n + "\n  containerEdits:\n    deviceNodes:\n    - path: " + nodes[n] + "\n")
 	}
+	// Written whole through a rename, so a refresh that races the write
+	// never reads a half-written spec.
 	path := filepath.Join(dir, file)
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -104,8 +110,16 @@ func TestRunRefreshes(t *testing.T) {
 	d0 := mknod(t, devDir, "dev0")
 	// The directory does not exist yet: its parent is watched.
 	specDir := filepath.Join(root, "cdi")
-	changed := make(chan struct{}, 10)
-	r := New(Config{SpecDirs: []string{specDir}, Changed: func() { changed <- struct{}{} }})
+	// Changed must never block Run: each write in the loop below may
+	// change the listing, and only the first change is awaited.
+	changed := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	r := New(Config{SpecDirs: []string{specDir}, Changed: notify})
 	if r.KnownKind("example.test/dev") {
 		t.Fatal("a kind known before any spec")
 	}
@@ -121,17 +135,48 @@ func TestRunRefreshes(t *testing.T) {
 	if err := os.Mkdir(specDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the spec directory's watch", func() bool {
-		// Written again until seen: the directory's watch may begin
-		// after a first write.
-		writeSpec(t, specDir, "example.yaml", map[string]string{"d0": d0})
-		return r.KnownDevice("example.test/dev=d0")
-	})
+	writeSpec(t, specDir, "example.yaml", map[string]string{"d0": d0})
+	waitFor(t, "the spec", func() bool { return r.KnownDevice("example.test/dev=d0") })
 	<-changed
 	if err := os.Remove(filepath.Join(specDir, "example.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the spec's removal", func() bool { return !r.KnownKind("example.test/dev") })
+}
+
+// TestWatchNearestRace makes the spec directory between its failed add
+// and its parent's: the parent's watch gives no event for it then, so
+// the directory itself must be added.
+func TestWatchNearestRace(t *testing.T) {
+	root := t.TempDir()
+	specDir := filepath.Join(root, "etc", "cdi")
+	var added []string
+	add := func(d string) error {
+		if _, err := os.Stat(d); err != nil {
+			if d == specDir {
+				// Made, with its parent, right after the add found
+				// it missing.
+				if err := os.MkdirAll(specDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return err
+		}
+		added = append(added, d)
+		return nil
+	}
+	watchNearest(add, specDir)
+	if want := []string{filepath.Join(root, "etc"), specDir}; !slices.Equal(added, want) {
+		t.Errorf("added %v, want %v", added, want)
+	}
+
+	// Still missing: the nearest parent only.
+	added = nil
+	missing := filepath.Join(root, "a", "b")
+	watchNearest(add, missing)
+	if want := []string{root}; !slices.Equal(added, want) {
+		t.Errorf("added %v, want %v", added, want)
+	}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
