@@ -25,9 +25,10 @@ func getEventsCommand() *cobra.Command {
 		Use:     "events",
 		Aliases: []string{"event", "ev"},
 		Short:   "List recent events: LAST SEEN TYPE REASON OBJECT MESSAGE",
-		Long: `events lists the events staticlet recorded about its pods (the last 1000),
-oldest first, as kubectl get events does: repeats of an event are one row
-with their count. -w prints them, then each new one as it happens.
+		Long: `events lists the events staticlet recorded about its pods (the last 1000,
+each for an hour after its latest repeat), oldest first, as kubectl get
+events does: repeats of an event are one row with their count. -w prints
+them, then each new one as it happens.
 
 -o json|yaml prints staticlet's event records; -o name, jsonpath,
 go-template and custom-columns see core/v1 Events, the same Events the

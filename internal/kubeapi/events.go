@@ -56,18 +56,14 @@ func (s *Server) eventCollection(as func(*v1.Event) runtime.Object, fieldsOf fun
 			return out, rev
 		},
 		since: func(rev uint64) ([]change, error) {
-			recorded, err := s.cfg.Store.EventsSince(rev)
+			changes, err := s.cfg.Store.EventsSince(rev)
 			if err != nil {
 				return nil, err
 			}
-			out := make([]change, len(recorded))
-			for i := range recorded {
-				e := status.CoreEvent(&recorded[i], s.cfg.NodeName)
-				typ := watchType(status.WatchModified)
-				if e.Count == 1 {
-					typ = watchType(status.WatchAdded)
-				}
-				out[i] = change{typ: typ, obj: as(&e), rev: recorded[i].Rev}
+			out := make([]change, len(changes))
+			for i := range changes {
+				e := status.CoreEvent(&changes[i].Event, s.cfg.NodeName)
+				out[i] = change{typ: watchType(changes[i].Type), obj: as(&e), rev: changes[i].Event.Rev}
 			}
 			return out, nil
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,8 +159,9 @@ func TestEventsFieldSelectors(t *testing.T) {
 }
 
 // TestEventsWatch: a watch from a list's resourceVersion sees a repeat as
-// the same Event modified and a new event added, on both groups; one from
-// a resourceVersion the store has dropped gets 410 Gone.
+// the same Event modified and a new event added, on both groups, and an
+// Event deleted when newer ones push it out; one from a resourceVersion
+// the store has forgotten gets 410 Gone.
 func TestEventsWatch(t *testing.T) {
 	store, base := eventStore(t)
 	api := newTestAPI(t, Config{Store: store})
@@ -191,13 +193,7 @@ func TestEventsWatch(t *testing.T) {
 
 	next := func(w watch.Interface) watch.Event {
 		t.Helper()
-		select {
-		case ev := <-w.ResultChan():
-			return ev
-		case <-ctx.Done():
-			t.Fatal("no watch event in 10s")
-		}
-		return watch.Event{}
+		return nextWatchEvent(ctx, t, w)
 	}
 	ev := next(core)
 	if e, ok := ev.Object.(*v1.Event); ev.Type != watch.Modified || !ok || e.Reason != "Pulled" || e.Count != 4 {
@@ -212,9 +208,21 @@ func TestEventsWatch(t *testing.T) {
 		t.Errorf("first events.k8s.io event = %s %+v, want MODIFIED with count 4", ev.Type, ev.Object)
 	}
 
-	// Push the listed revision out of the ring.
-	for i := range 1000 {
+	// 1000 events fill the store and push the Pulled events out, which
+	// the watch hears of; 1000 more push out a series each, more
+	// removals than the store remembers: the listed revision is gone.
+	pulled := ev.Object.(*eventsv1.Event).Name
+	for i := range 2000 {
 		store.Event(pod.Event{Time: time.Now(), Pod: "ns/web", Reason: fmt.Sprint(i)})
+	}
+	for {
+		ev := next(core)
+		if e, ok := ev.Object.(*v1.Event); ok && e.Name == pulled {
+			if ev.Type != watch.Deleted || e.Count != 4 {
+				t.Errorf("Pulled after 1000 newer events: %s count %d, want DELETED with count 4", ev.Type, e.Count)
+			}
+			break
+		}
 	}
 	gone, err := cs.CoreV1().Events("ns").Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
@@ -262,4 +270,71 @@ func TestEventsTable(t *testing.T) {
 			t.Errorf("%s first row = %s", path, cells)
 		}
 	}
+}
+
+// TestEventsWatchExpiry: an Event expires its TTL after its latest
+// repeat, with nothing else happening: a watch hears of it as DELETED at
+// a new resourceVersion, on both groups, a list no longer shows it, and a
+// watch resumed from before the expiry is told of it too.
+func TestEventsWatchExpiry(t *testing.T) {
+	store := status.NewStore(status.WithEventTTL(time.Second))
+	store.SetPod(testPod("ns", "web", "Running"))
+	api := newTestAPI(t, Config{Store: store})
+	cs := api.clientset(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	store.Event(pod.Event{Time: time.Now(), Pod: "ns/web", Container: "c", Type: v1.EventTypeWarning, Reason: "BackOff", Message: "Back-off"})
+	store.Event(pod.Event{Time: time.Now(), Pod: "ns/web", Container: "c", Type: v1.EventTypeWarning, Reason: "BackOff", Message: "Back-off"})
+	rev := store.Revision()
+	rv := strconv.FormatUint(rev, 10)
+
+	core, err := cs.CoreV1().Events("ns").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer core.Stop()
+	newer, err := cs.EventsV1().Events("").Watch(ctx, metav1.ListOptions{ResourceVersion: rv, FieldSelector: "reason=BackOff"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Stop()
+	next := func(w watch.Interface) watch.Event {
+		t.Helper()
+		return nextWatchEvent(ctx, t, w)
+	}
+	ev := next(core)
+	e, ok := ev.Object.(*v1.Event)
+	if ev.Type != watch.Deleted || !ok || e.Reason != "BackOff" || e.Count != 2 || e.ResourceVersion != strconv.FormatUint(rev+1, 10) {
+		t.Fatalf("core watch = %s %+v, want BackOff DELETED with count 2 at resourceVersion %d", ev.Type, ev.Object, rev+1)
+	}
+	ev = next(newer)
+	if n, ok := ev.Object.(*eventsv1.Event); ev.Type != watch.Deleted || !ok || n.Name != e.Name || n.ResourceVersion != e.ResourceVersion {
+		t.Errorf("events.k8s.io watch = %s %+v, want %s DELETED at %s", ev.Type, ev.Object, e.Name, e.ResourceVersion)
+	}
+
+	list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 0 {
+		t.Fatalf("List() after the expiry = %+v, %v; want no events", list, err)
+	}
+	resumed, err := cs.CoreV1().Events("ns").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Stop()
+	if ev := next(resumed); ev.Type != watch.Deleted || ev.Object.(*v1.Event).ResourceVersion != e.ResourceVersion {
+		t.Errorf("watch resumed from %s = %s %+v, want the DELETED at %s", rv, ev.Type, ev.Object, e.ResourceVersion)
+	}
+}
+
+// nextWatchEvent is the next event of w, failing the test when none
+// comes before ctx ends.
+func nextWatchEvent(ctx context.Context, t *testing.T, w watch.Interface) watch.Event {
+	t.Helper()
+	select {
+	case ev := <-w.ResultChan():
+		return ev
+	case <-ctx.Done():
+		t.Fatal("no watch event before the test's deadline")
+	}
+	return watch.Event{}
 }

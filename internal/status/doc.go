@@ -47,7 +47,10 @@
 // copies, never references into the store. A watcher follows the store
 // through its own Subscription, which writers never wait for: it keeps
 // which pods changed (a slow watcher gets their latest state) and a cursor
-// into the ring of recent events. Server and Notifier start nothing
+// into the ring of recent events. The Store starts no goroutine: it holds
+// one timer for the next expiry of an event (an hour after its latest
+// repeat), whose function only takes its lock, drops what expired and
+// wakes the subscriptions. Server and Notifier start nothing
 // in their constructors; their Run methods own every goroutine they start and
 // return only after those have exited, exec sessions included. Client holds
 // no state of its own and is safe for concurrent use.

@@ -46,7 +46,7 @@ func TestEventRevisions(t *testing.T) {
 	}
 
 	since, err := s.EventsSince(podRev + 2)
-	if err != nil || len(since) != 2 || since[0].Rev != podRev+3 {
+	if err != nil || len(since) != 2 || since[0].Event.Rev != podRev+3 {
 		t.Errorf("EventsSince(%d) = %+v, %v; want the last two", podRev+2, since, err)
 	}
 	if since, err := s.EventsSince(rev); err != nil || len(since) != 0 {
@@ -57,8 +57,8 @@ func TestEventRevisions(t *testing.T) {
 	}
 
 	// Fill the ring: the BackOffs are dropped, so their series is
-	// forgotten and a repeat starts a new one; what came before the
-	// dropped events is gone.
+	// forgotten and a repeat starts a new one; a watch resumed from
+	// before their drop hears of their removal, at a revision of its own.
 	for i := range maxEvents {
 		s.Event(pod.Event{Time: base.Add(time.Hour), Pod: "ns/other", Reason: fmt.Sprint(i)})
 	}
@@ -69,11 +69,26 @@ func TestEventRevisions(t *testing.T) {
 	if got := events[len(events)-1]; got.Count != 1 || !got.First.Equal(e.Time) {
 		t.Errorf("BackOff after its series was dropped: count %d, first %v; want 1, %v", got.Count, got.First, e.Time)
 	}
-	if _, err := s.EventsSince(podRev + 2); !errors.Is(err, ErrRevisionGone) {
-		t.Errorf("EventsSince(dropped) error = %v, want ErrRevisionGone", err)
+	changes, err := s.EventsSince(podRev + 2)
+	if err != nil {
+		t.Fatalf("EventsSince(before the drop) error = %v", err)
 	}
-	if got, err := s.EventsSince(events[0].Rev); err != nil || len(got) != maxEvents-1 {
-		t.Errorf("EventsSince(oldest kept) = %d events, %v; want %d", len(got), err, maxEvents-1)
+	var deleted []string
+	for _, c := range changes {
+		if c.Type == WatchDeleted {
+			deleted = append(deleted, fmt.Sprintf("%s@%d", c.Event.Reason, c.Event.Rev))
+		}
+	}
+	// The third BackOff goes with the 999th other event, the node event
+	// with the 1000th, each removal taking the revision after it; a
+	// watcher from podRev+2 never heard of the node event.
+	if want := fmt.Sprintf("BackOff@%d", podRev+4+999+1); len(deleted) != 1 || deleted[0] != want {
+		t.Errorf("removals after %d = %v, want [%s]", podRev+2, deleted, want)
+	}
+	// After the oldest event kept: the 999 newer ones, and the removals
+	// of the BackOffs, the node event and the first other event.
+	if got, err := s.EventsSince(events[0].Rev); err != nil || len(got) != maxEvents-1+3 {
+		t.Errorf("EventsSince(oldest kept) = %d changes, %v; want %d", len(got), err, maxEvents-1+3)
 	}
 	if len(s.events.series) > maxEvents {
 		t.Errorf("%d series kept for %d events", len(s.events.series), maxEvents)

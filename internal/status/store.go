@@ -65,8 +65,8 @@ type Store struct {
 	revs revisions
 }
 
-// NewStore returns an empty store that is not ready.
-func NewStore() *Store {
+// NewStore returns an empty store that is not ready, configured by opts.
+func NewStore(opts ...StoreOption) *Store {
 	s := &Store{
 		changed: make(chan struct{}, 1),
 		pods:    make(map[pod.Key]*v1.Pod),
@@ -74,6 +74,9 @@ func NewStore() *Store {
 		revs:    newRevisions(time.Now()),
 	}
 	s.events = newEventRing(s.revs.rev)
+	for _, o := range opts {
+		o(s)
+	}
 	return s
 }
 

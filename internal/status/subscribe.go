@@ -3,6 +3,7 @@ package status
 import (
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -52,7 +53,10 @@ func (s *Store) Subscribe() *Subscription {
 	for k := range s.pods {
 		sub.dirty[k] = struct{}{}
 	}
-	sub.cursor = s.events.seq - uint64(len(s.events.ring))
+	sub.cursor = s.events.seq
+	if len(s.events.held) > 0 {
+		sub.cursor = s.events.held[0].seq
+	}
 	s.subs[sub] = struct{}{}
 	return sub
 }
@@ -103,17 +107,21 @@ func (sub *Subscription) PodChanges() []PodChange {
 // Events returns the events recorded since the last call, oldest first,
 // and how many events before them the store dropped from its ring before
 // this subscriber read them (0 unless it fell behind by more than 1000).
+// An event whose series expired before the subscriber read it is not
+// returned.
 func (sub *Subscription) Events() (events []RecordedEvent, lost uint64) {
 	s := sub.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	oldest := s.events.seq - uint64(len(s.events.ring))
-	if sub.cursor < oldest {
-		lost = oldest - sub.cursor
-		sub.cursor = oldest
+	s.expireLocked(time.Now())
+	if sub.cursor < s.events.dropped {
+		lost = s.events.dropped - sub.cursor
+		sub.cursor = s.events.dropped
 	}
-	for n := sub.cursor; n < s.events.seq; n++ {
-		events = append(events, s.resolveLocked(s.events.at(int(n-oldest))))
+	for _, h := range s.events.held {
+		if h.seq >= sub.cursor {
+			events = append(events, s.resolveLocked(h.RecordedEvent))
+		}
 	}
 	sub.cursor = s.events.seq
 	return events, lost
