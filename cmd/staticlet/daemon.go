@@ -157,7 +157,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
 		Health: daemonHealth(rec, rt), Logger: logger,
 		Stats: statsReader(rt), NodeUsage: nodeUsage(rt.NodeWorkingSet), Devices: nodeDevices, Logs: podLogs,
-		Exec: execInContainer(rt), DialPod: podDialer(rt)})
+		Exec: execInContainer(rt), DialPod: podDialer(rt), Heartbeat: rec.Heartbeat})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,7 @@ func newCodecs() codecs {
 	scheme := runtime.NewScheme()
 	must(v1.AddToScheme(scheme))
 	must(eventsv1.AddToScheme(scheme))
+	must(coordinationv1.AddToScheme(scheme))
 	must(metav1.AddMetaToScheme(scheme))
 	must(apidiscoveryv2.AddToScheme(scheme))
 	must(metricsv1beta1.AddToScheme(scheme))

@@ -29,6 +29,10 @@ type collection struct {
 	// moment (diffing snapshots), and a resumed watch start over with the
 	// current objects.
 	since func(rev uint64) ([]change, error)
+	// refresh, when not 0, is how often a watch reads the objects again:
+	// those that change with time rather than with the store (the node's
+	// Lease), which wakes watches of the others.
+	refresh time.Duration
 	// fields are the fields a field selector may name, beyond
 	// metadata.name and metadata.namespace.
 	fields func(obj runtime.Object) fields.Set

@@ -9,8 +9,9 @@
 // ConfigMaps and Secrets in force (a Secret without its values, as the
 // status socket serves it), metrics.k8s.io's pod and node usage for
 // kubectl top (sampled for each request through readers in Config),
-// containers' logs (pods/log, read through the caller's log opener), and
-// the store's events as core/v1 and events.k8s.io/v1 Events.
+// containers' logs (pods/log, read through the caller's log opener), the
+// store's events as core/v1 and events.k8s.io/v1 Events, and the node's
+// Lease in kube-node-lease, renewed at the heartbeat the caller gives.
 //
 // It is read-only: a create, update, patch or delete answers 405 Method
 // Not Allowed with a Status naming the manifest file to edit, since the

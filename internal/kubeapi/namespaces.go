@@ -19,9 +19,10 @@ import (
 // told no namespace.
 const defaultNamespace = "default"
 
-// namespaceCollection serves the namespaces: "default" and every
-// namespace that a pod or an object of the manifests is in. They are all
-// Active, and their creation is when the server started.
+// namespaceCollection serves the namespaces: "default", "kube-node-lease"
+// (the node's Lease's) and every namespace that a pod or an object of the
+// manifests is in. They are all Active, and their creation is when the
+// server started.
 func (s *Server) namespaceCollection() *collection {
 	return &collection{
 		resource: v1.Resource("namespaces"),
@@ -76,7 +77,7 @@ func (s *Server) namespaceCollection() *collection {
 // the pods they were read from.
 func (s *Server) namespaceNames() ([]string, uint64) {
 	pods, rev := s.cfg.Store.PodsAt()
-	names := []string{defaultNamespace}
+	names := []string{defaultNamespace, v1.NamespaceNodeLease}
 	for _, p := range pods {
 		names = append(names, p.Namespace)
 	}

@@ -48,6 +48,14 @@ type Config struct {
 	// DialPod connects to a pod's port inside its network namespace, for
 	// pods/portforward; nil answers 503.
 	DialPod PodDialer
+	// Heartbeat is when staticlet was last seen alive (its reconcile
+	// loop's last turn): the node's Lease is renewed at it; zero is not
+	// yet. Nil renews the Lease at the clock, as if always alive.
+	Heartbeat func() time.Time
+
+	// leaseRenew is how often the node's Lease is renewed; 0 is the
+	// kubelet's period. Tests shorten it.
+	leaseRenew time.Duration
 }
 
 // Server serves the Kubernetes API. Create it with New.
@@ -64,6 +72,8 @@ type Server struct {
 	startRev uint64
 	// sessions are the exec, attach and port forwarding sessions.
 	sessions sessions
+	// lease is the renewal of the node's Lease.
+	lease nodeLease
 }
 
 // New returns a server for cfg. It starts nothing: call Serve.
@@ -77,6 +87,7 @@ func New(cfg Config) *Server {
 	s.resources = append(s.resources, s.metricsResources()...)
 	s.resources = append(s.resources, s.reviewResources()...)
 	s.resources = append(s.resources, s.eventResources()...)
+	s.resources = append(s.resources, s.leaseResources()...)
 	s.addPodLog()
 	return s
 }

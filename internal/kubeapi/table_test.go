@@ -96,7 +96,7 @@ func TestPodTable(t *testing.T) {
 	for _, r := range nss.Rows {
 		nsNames = append(nsNames, r.Cells[0].(string)+"="+r.Cells[1].(string))
 	}
-	if got := strings.Join(nsNames, ","); got != "default=Active,kube-system=Active" {
+	if got := strings.Join(nsNames, ","); got != "default=Active,kube-node-lease=Active,kube-system=Active" {
 		t.Errorf("namespaces = %s", got)
 	}
 }

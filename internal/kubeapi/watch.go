@@ -115,6 +115,12 @@ func (s *Server) serveWatch(c *collection, w http.ResponseWriter, r *http.Reques
 	}
 	ticker := time.NewTicker(bookmarkEvery)
 	defer ticker.Stop()
+	var refresh <-chan time.Time
+	if c.refresh > 0 {
+		t := time.NewTicker(c.refresh)
+		defer t.Stop()
+		refresh = t.C
+	}
 	for {
 		next, err := ws.changes(from, req.namespace, sel)
 		if err != nil {
@@ -129,6 +135,7 @@ func (s *Server) serveWatch(c *collection, w http.ResponseWriter, r *http.Reques
 		case <-ctx.Done():
 			return
 		case <-sub.Changed():
+		case <-refresh:
 		case <-ticker.C:
 			if bookmarks && (ws.bookmark(from, false) != nil || ws.rc.Flush() != nil) {
 				return

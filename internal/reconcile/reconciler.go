@@ -214,8 +214,17 @@ const heartbeatPeriod = 2 * time.Second
 
 // Alive tells whether the loop turned recently: the watchdog's question.
 func (r *Reconciler) Alive() bool {
-	last := time.Unix(0, r.heartbeat.Load())
-	return time.Since(last) < 5*heartbeatPeriod
+	return time.Since(r.Heartbeat()) < 5*heartbeatPeriod
+}
+
+// Heartbeat is when the loop last turned: zero before Run starts. While
+// the loop is alive it is at most about heartbeatPeriod old.
+func (r *Reconciler) Heartbeat() time.Time {
+	nanos := r.heartbeat.Load()
+	if nanos == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, nanos)
 }
 
 // Run reconciles until ctx ends. desired carries whole sets of pods, the

@@ -57,9 +57,10 @@ func (k kubectl) must(args ...string) string {
 }
 
 // TestKubectl drives a real kubectl 1.30 against staticlet's API: get
-// (wide, all namespaces), nodes, api-resources, wait, a watch through a
-// restart and a removal, a refused delete, and the output options that
-// staticlet's own get prints the same way.
+// (wide, all namespaces), nodes, the node's Lease in describe node,
+// api-resources, wait, a watch through a restart and a removal, a refused
+// delete, and the output options that staticlet's own get prints the same
+// way.
 func TestKubectl(t *testing.T) {
 	e := harness.NewEnv(t)
 	d, _, kubeconfig := startWithAPI(t, e)
@@ -84,6 +85,11 @@ func TestKubectl(t *testing.T) {
 	out = k.must("get", "nodes")
 	if !strings.Contains(out, harness.TestNode) || !strings.Contains(out, "Ready") {
 		t.Errorf("kubectl get nodes:\n%s", out)
+	}
+	out = k.must("describe", "node", harness.TestNode)
+	if !strings.Contains(out, "HolderIdentity:  "+harness.TestNode) || strings.Contains(out, "RenewTime:       <unset>") ||
+		strings.Contains(out, "Failed to get lease") {
+		t.Errorf("kubectl describe node's Lease:\n%s", out)
 	}
 	out = k.must("api-resources")
 	if !strings.Contains(out, "pods") || !strings.Contains(out, "Pod") || !strings.Contains(out, "nodes") {

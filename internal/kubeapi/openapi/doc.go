@@ -10,4 +10,4 @@
 // fails while the file differs from what the generator writes.
 package openapi
 
-//go:generate go tool openapi-gen --output-dir . --output-pkg github.com/staticlet/staticlet/internal/kubeapi/openapi --output-file zz_generated.openapi.go --report-filename /dev/null k8s.io/api/core/v1 k8s.io/api/events/v1 k8s.io/api/authorization/v1 k8s.io/api/authentication/v1 k8s.io/metrics/pkg/apis/metrics/v1beta1 k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/util/intstr k8s.io/apimachinery/pkg/version
+//go:generate go tool openapi-gen --output-dir . --output-pkg github.com/staticlet/staticlet/internal/kubeapi/openapi --output-file zz_generated.openapi.go --report-filename /dev/null k8s.io/api/coordination/v1 k8s.io/api/core/v1 k8s.io/api/events/v1 k8s.io/api/authorization/v1 k8s.io/api/authentication/v1 k8s.io/metrics/pkg/apis/metrics/v1beta1 k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/util/intstr k8s.io/apimachinery/pkg/version
