@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/staticlet/staticlet/internal/status"
 )
 
 // collection serves the objects of one resource from the store: get, list
@@ -49,6 +51,19 @@ type change struct {
 	typ watch.EventType
 	obj runtime.Object
 	rev uint64
+}
+
+// storeChanges are the changes of one of the store's histories as a
+// collection's.
+func storeChanges[T runtime.Object](changes []status.Change[T], err error) ([]change, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]change, len(changes))
+	for i, c := range changes {
+		out[i] = change{typ: watchType(c.Type), obj: c.Object, rev: c.Rev}
+	}
+	return out, nil
 }
 
 // tableForm is how a collection prints as a Table: its columns and each

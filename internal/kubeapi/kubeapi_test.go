@@ -202,7 +202,8 @@ func TestPodWatch(t *testing.T) {
 	}
 }
 
-// expect reads the next event of w and checks its type and pod name.
+// expect reads the next event of w and checks its type and object's
+// name.
 func expect(t *testing.T, w watch.Interface, typ watch.EventType, name string) watch.Event {
 	t.Helper()
 	select {
@@ -210,8 +211,8 @@ func expect(t *testing.T, w watch.Interface, typ watch.EventType, name string) w
 		if !ok {
 			t.Fatalf("watch ended, want %s %s", typ, name)
 		}
-		p, isPod := ev.Object.(*v1.Pod)
-		if ev.Type != typ || !isPod || p.Name != name {
+		m, isObject := ev.Object.(metav1.Object)
+		if ev.Type != typ || !isObject || m.GetName() != name {
 			t.Fatalf("event %s %+v, want %s %s", ev.Type, ev.Object, typ, name)
 		}
 		return ev
@@ -229,34 +230,12 @@ func TestInformer(t *testing.T) {
 	cs := api.clientset(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	events := make(chan string, 100)
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	inf := factory.Core().V1().Pods().Informer()
-	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { events <- "add " + obj.(*v1.Pod).Name },
-		UpdateFunc: func(_, obj any) {
-			events <- "update " + obj.(*v1.Pod).Name + " " + string(obj.(*v1.Pod).Status.Phase)
-		},
-		DeleteFunc: func(obj any) {
-			if p, ok := obj.(*v1.Pod); ok {
-				events <- "delete " + p.Name
-			}
-		},
-	})
+	want := informerEvents(t, inf, func(p *v1.Pod) string { return string(p.Status.Phase) })
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("informer did not sync")
-	}
-	want := func(s string) {
-		t.Helper()
-		select {
-		case got := <-events:
-			if got != s {
-				t.Fatalf("informer: %q, want %q", got, s)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("informer: nothing, want %q", s)
-		}
 	}
 	want("add a")
 	api.store.SetPod(testPod("default", "b", "Pending"))

@@ -1,9 +1,7 @@
 package kubeapi
 
 import (
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"time"
 
@@ -18,37 +16,41 @@ import (
 // as the status socket serves them, a Secret without its values (its keys
 // and sizes stand in the staticlet.io/keys annotation).
 func (s *Server) objectResources() []*resource {
-	configMaps := s.objectCollection("configmaps", func(ns string) []runtime.Object {
-		var out []runtime.Object
-		for _, cm := range s.cfg.Store.ConfigMaps(ns) {
-			out = append(out, &cm)
-		}
-		return out
-	}, func() runtime.Object { return &v1.ConfigMap{} },
-		func(items []runtime.Object, rev string) runtime.Object {
+	configMaps := s.objectCollection(&collection{
+		resource: v1.Resource("configmaps"),
+		snapshot: func(ns string) ([]runtime.Object, uint64) {
+			cms, rev := s.cfg.Store.ConfigMapsAt(ns)
+			return objectsOf(cms), rev
+		},
+		since: func(rev uint64) ([]change, error) { return storeChanges(s.cfg.Store.ConfigMapChangesSince(rev)) },
+		empty: func() runtime.Object { return &v1.ConfigMap{} },
+		list: func(items []runtime.Object, rev string) runtime.Object {
 			list := &v1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: rev}, Items: []v1.ConfigMap{}}
 			for _, obj := range items {
 				list.Items = append(list.Items, *obj.(*v1.ConfigMap))
 			}
 			return list
-		}, func(obj runtime.Object) int {
-			cm := obj.(*v1.ConfigMap)
-			return len(cm.Data) + len(cm.BinaryData)
-		})
-	secrets := s.objectCollection("secrets", func(ns string) []runtime.Object {
-		var out []runtime.Object
-		for _, sec := range s.cfg.Store.Secrets(ns) {
-			out = append(out, &sec)
-		}
-		return out
-	}, func() runtime.Object { return &v1.Secret{} },
-		func(items []runtime.Object, rev string) runtime.Object {
+		},
+	}, func(obj runtime.Object) int {
+		cm := obj.(*v1.ConfigMap)
+		return len(cm.Data) + len(cm.BinaryData)
+	})
+	secrets := s.objectCollection(&collection{
+		resource: v1.Resource("secrets"),
+		snapshot: func(ns string) ([]runtime.Object, uint64) {
+			secs, rev := s.cfg.Store.SecretsAt(ns)
+			return objectsOf(secs), rev
+		},
+		since: func(rev uint64) ([]change, error) { return storeChanges(s.cfg.Store.SecretChangesSince(rev)) },
+		empty: func() runtime.Object { return &v1.Secret{} },
+		list: func(items []runtime.Object, rev string) runtime.Object {
 			list := &v1.SecretList{ListMeta: metav1.ListMeta{ResourceVersion: rev}, Items: []v1.Secret{}}
 			for _, obj := range items {
 				list.Items = append(list.Items, *obj.(*v1.Secret))
 			}
 			return list
-		}, nil)
+		},
+	}, nil)
 	secrets.table = tableForm{
 		columns: []metav1.TableColumnDefinition{nameColumn(),
 			{Name: "Type", Type: "string", Description: "Used to facilitate programmatic handling of secret data."},
@@ -76,24 +78,12 @@ func (s *Server) objectResources() []*resource {
 	}
 }
 
-// objectCollection serves ConfigMaps or Secrets: a watch diffs the store's
-// objects, whose resourceVersion is a digest of their content.
-func (s *Server) objectCollection(resource string, read func(ns string) []runtime.Object, empty func() runtime.Object,
-	list func([]runtime.Object, string) runtime.Object, dataCount func(runtime.Object) int) *collection {
-	c := &collection{
-		resource: v1.Resource(resource),
-		snapshot: func(ns string) ([]runtime.Object, uint64) {
-			rev := s.cfg.Store.Revision()
-			objs := read(ns)
-			for _, obj := range objs {
-				setContentVersion(obj)
-			}
-			return objs, rev
-		},
-		empty: empty,
-		list: func(items []runtime.Object, rev string) runtime.Object {
-			return s.codecs.typed(list(items, rev))
-		},
+// objectCollection completes c, which serves ConfigMaps or Secrets: its
+// lists are typed, and, given dataCount, its Table has a Data column.
+func (s *Server) objectCollection(c *collection, dataCount func(runtime.Object) int) *collection {
+	list := c.list
+	c.list = func(items []runtime.Object, rev string) runtime.Object {
+		return s.codecs.typed(list(items, rev))
 	}
 	if dataCount != nil {
 		c.table = tableForm{
@@ -108,16 +98,14 @@ func (s *Server) objectCollection(resource string, read func(ns string) []runtim
 	return c
 }
 
-// setContentVersion gives an object that the store does not number a
-// resourceVersion that changes with its content.
-func setContentVersion(obj runtime.Object) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return
+// objectsOf is items as objects.
+func objectsOf[T any, P interface {
+	*T
+	runtime.Object
+}](items []T) []runtime.Object {
+	out := make([]runtime.Object, len(items))
+	for i := range items {
+		out[i] = P(&items[i])
 	}
-	m.SetResourceVersion("")
-	b, _ := json.Marshal(obj)
-	h := fnv.New64a()
-	h.Write(b)
-	m.SetResourceVersion(fmt.Sprint(h.Sum64() >> 1))
+	return out
 }

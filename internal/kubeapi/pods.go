@@ -66,17 +66,7 @@ func (s *Server) podCollection() *collection {
 			}
 			return out, rev
 		},
-		since: func(rev uint64) ([]change, error) {
-			revs, err := s.cfg.Store.PodChangesSince(rev)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]change, len(revs))
-			for i, c := range revs {
-				out[i] = change{typ: watchType(c.Type), obj: c.Pod, rev: c.Rev}
-			}
-			return out, nil
-		},
+		since:  func(rev uint64) ([]change, error) { return storeChanges(s.cfg.Store.PodChangesSince(rev)) },
 		fields: podFields,
 		table:  tableForm{columns: podColumns(), cells: podCells},
 		empty:  func() runtime.Object { return &v1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}} },

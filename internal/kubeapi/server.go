@@ -64,16 +64,13 @@ type Server struct {
 	log       *slog.Logger
 	codecs    codecs
 	resources []*resource
-	// started is when the server was made: the creation time of the
-	// objects that have none of their own (namespaces).
-	started time.Time
-	// startRev is the store's revision then: the resourceVersion of those
-	// objects, which never change.
-	startRev uint64
 	// sessions are the exec, attach and port forwarding sessions.
 	sessions sessions
 	// lease is the renewal of the node's Lease.
 	lease nodeLease
+	// started is when the server was made: the Lease's creation when the
+	// node has none.
+	started time.Time
 }
 
 // New returns a server for cfg. It starts nothing: call Serve.
@@ -82,7 +79,7 @@ func New(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now(), startRev: cfg.Store.Revision()}
+	s := &Server{cfg: cfg, log: log, codecs: newCodecs(), started: time.Now()}
 	s.resources = append(s.coreResources(), s.objectResources()...)
 	s.resources = append(s.resources, s.metricsResources()...)
 	s.resources = append(s.resources, s.reviewResources()...)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/staticlet/staticlet/internal/pod"
@@ -38,29 +39,60 @@ const (
 // from a cluster it holds the data, so a served Secret never has it.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// objectSet is the ConfigMaps and Secrets in force, with the time each
-// key was first set.
+// objectSet is the ConfigMaps and Secrets in force, with their history.
+// Guarded by Store.mu.
 type objectSet struct {
+	// list is in the order SetObjects was given it.
 	list  []*pod.Object
-	since map[pod.ObjectKey]time.Time
+	byKey map[pod.ObjectKey]sinceObject
+	log   changeLog[sinceObject]
+}
+
+func newObjectSet(start uint64) objectSet {
+	return objectSet{byKey: map[pod.ObjectKey]sinceObject{}, log: newChangeLog[sinceObject](start)}
 }
 
 // SetObjects replaces the ConfigMaps and Secrets in force with objs,
 // which the store shares and never changes. An object keeps the time it
-// was first set (its creationTimestamp, for AGE) while it stays.
+// was first set (its creationTimestamp, for AGE) while it stays. Each
+// object added, changed (in content: the same object given again is no
+// change) or gone gets the next revision, its resourceVersion, and goes
+// into the objects' history.
 func (s *Store) SetObjects(objs []*pod.Object) {
 	now := time.Now()
 	s.mu.Lock()
-	since := make(map[pod.ObjectKey]time.Time, len(objs))
+	old := s.objects.byKey
+	byKey := make(map[pod.ObjectKey]sinceObject, len(objs))
 	for _, o := range objs {
 		k := o.Key()
-		t, ok := s.objects.since[k]
-		if !ok {
-			t = now
+		if _, dup := byKey[k]; dup {
+			continue
 		}
-		since[k] = t
+		prev, ok := old[k]
+		switch {
+		case !ok:
+			prev = sinceObject{obj: o, since: now, rev: s.revs.bump()}
+			s.objects.log.add(Change[sinceObject]{Rev: prev.rev, Type: WatchAdded, Object: prev})
+			s.namespaceUsedLocked(k.Namespace, 1)
+		case prev.obj != o && !equality.Semantic.DeepEqual(prev.obj, o):
+			prev = sinceObject{obj: o, since: prev.since, rev: s.revs.bump()}
+			s.objects.log.add(Change[sinceObject]{Rev: prev.rev, Type: WatchModified, Object: prev})
+		default:
+			prev.obj = o
+		}
+		byKey[k] = prev
 	}
-	s.objects = objectSet{list: append([]*pod.Object(nil), objs...), since: since}
+	for _, o := range s.objects.list {
+		k := o.Key()
+		if _, stays := byKey[k]; stays || o != old[k].obj {
+			continue // kept, or a duplicate of the key in the list
+		}
+		gone := old[k]
+		gone.rev = s.revs.bump()
+		s.objects.log.add(Change[sinceObject]{Rev: gone.rev, Type: WatchDeleted, Object: gone})
+		s.namespaceUsedLocked(k.Namespace, -1)
+	}
+	s.objects.list, s.objects.byKey = append([]*pod.Object(nil), objs...), byKey
 	s.othersChangedLocked()
 	s.mu.Unlock()
 	s.notify()
@@ -69,70 +101,131 @@ func (s *Store) SetObjects(objs []*pod.Object) {
 // ConfigMaps returns the ConfigMaps in force, in namespace ns when it is
 // not empty, sorted by namespace and name.
 func (s *Store) ConfigMaps(ns string) []v1.ConfigMap {
-	objs := s.objectsOf(pod.KindConfigMap, ns, "")
-	out := make([]v1.ConfigMap, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, *APIConfigMap(o.obj, o.since))
-	}
+	out, _ := s.ConfigMapsAt(ns)
 	return out
+}
+
+// ConfigMapsAt is ConfigMaps with the store's revision they are the state
+// at.
+func (s *Store) ConfigMapsAt(ns string) ([]v1.ConfigMap, uint64) {
+	return objectsAt(s, pod.KindConfigMap, ns, func(o sinceObject) v1.ConfigMap { return *o.configMap() })
 }
 
 // Secrets returns the Secrets in force, in namespace ns when it is not
 // empty, sorted by namespace and name, without their data (see
 // APISecret).
 func (s *Store) Secrets(ns string) []v1.Secret {
-	objs := s.objectsOf(pod.KindSecret, ns, "")
-	out := make([]v1.Secret, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, *APISecret(o.obj, o.since))
-	}
+	out, _ := s.SecretsAt(ns)
 	return out
+}
+
+// SecretsAt is Secrets with the store's revision they are the state at.
+func (s *Store) SecretsAt(ns string) ([]v1.Secret, uint64) {
+	return objectsAt(s, pod.KindSecret, ns, func(o sinceObject) v1.Secret { return *o.secret() })
+}
+
+// ConfigMapChangesSince returns every change of a ConfigMap after revision
+// rev, oldest first, or ErrRevisionGone when the store no longer has them
+// all.
+func (s *Store) ConfigMapChangesSince(rev uint64) ([]Change[*v1.ConfigMap], error) {
+	return objectChangesSince(s, pod.KindConfigMap, rev, sinceObject.configMap)
+}
+
+// SecretChangesSince returns every change of a Secret after revision rev,
+// oldest first, each Secret without its data (see APISecret), or
+// ErrRevisionGone when the store no longer has them all.
+func (s *Store) SecretChangesSince(rev uint64) ([]Change[*v1.Secret], error) {
+	return objectChangesSince(s, pod.KindSecret, rev, sinceObject.secret)
 }
 
 // ConfigMap returns the ConfigMap ns/name, or nil.
 func (s *Store) ConfigMap(ns, name string) *v1.ConfigMap {
-	objs := s.objectsOf(pod.KindConfigMap, ns, name)
-	if len(objs) == 0 {
+	o, ok := s.object(pod.ObjectKey{Kind: pod.KindConfigMap, Namespace: ns, Name: name})
+	if !ok {
 		return nil
 	}
-	return APIConfigMap(objs[0].obj, objs[0].since)
+	return o.configMap()
 }
 
 // Secret returns the Secret ns/name without its data (see APISecret), or
 // nil. With a digestKey it carries AnnotationSecretDigests.
 func (s *Store) Secret(ns, name string, digestKey []byte) *v1.Secret {
-	objs := s.objectsOf(pod.KindSecret, ns, name)
-	if len(objs) == 0 {
+	o, ok := s.object(pod.ObjectKey{Kind: pod.KindSecret, Namespace: ns, Name: name})
+	if !ok {
 		return nil
 	}
-	sec := APISecret(objs[0].obj, objs[0].since)
+	sec := o.secret()
 	if digestKey != nil {
-		b, _ := json.Marshal(SecretDigests(objs[0].obj, digestKey)) // a map of strings encodes
+		b, _ := json.Marshal(SecretDigests(o.obj, digestKey)) // a map of strings encodes
 		sec.Annotations[AnnotationSecretDigests] = string(b)
 	}
 	return sec
 }
 
-// sinceObject is an object with the time it was first set.
+// sinceObject is an object with the time it was first set and the
+// revision of its latest change.
 type sinceObject struct {
 	obj   *pod.Object
 	since time.Time
+	rev   uint64
 }
 
-// objectsOf returns the objects of kind in ns and of name (any, when
-// empty), in the order SetObjects was given them.
-func (s *Store) objectsOf(kind, ns, name string) []sinceObject {
+// configMap is o, a ConfigMap, as served (APIConfigMap), with its
+// resourceVersion.
+func (o sinceObject) configMap() *v1.ConfigMap {
+	cm := APIConfigMap(o.obj, o.since)
+	cm.ResourceVersion = strconv.FormatUint(o.rev, 10)
+	return cm
+}
+
+// secret is o, a Secret, as served (APISecret), with its resourceVersion.
+func (o sinceObject) secret() *v1.Secret {
+	sec := APISecret(o.obj, o.since)
+	sec.ResourceVersion = strconv.FormatUint(o.rev, 10)
+	return sec
+}
+
+// object returns the object of key k.
+func (s *Store) object(k pod.ObjectKey) (sinceObject, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []sinceObject
+	o, ok := s.objects.byKey[k]
+	return o, ok
+}
+
+// objectsAt returns the objects of kind in ns (any, when empty), in the
+// order SetObjects was given them, each as conv makes it, and the
+// store's revision.
+func objectsAt[T any](s *Store, kind, ns string, conv func(sinceObject) T) ([]T, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []T{}
 	for _, o := range s.objects.list {
 		k := o.Key()
-		if k.Kind != kind || (ns != "" && k.Namespace != ns) || (name != "" && k.Name != name) {
+		if k.Kind != kind || (ns != "" && k.Namespace != ns) || s.objects.byKey[k].obj != o {
 			continue
 		}
-		out = append(out, sinceObject{obj: o, since: s.objects.since[k]})
+		out = append(out, conv(s.objects.byKey[k]))
 	}
-	return out
+	return out, s.revs.rev
+}
+
+// objectChangesSince returns the changes of the objects of kind after
+// revision rev, each as conv makes it.
+func objectChangesSince[T any](s *Store, kind string, rev uint64, conv func(sinceObject) T) ([]Change[T], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all, err := changesSince(&s.objects.log, rev, s.revs.rev, func(c Change[sinceObject]) Change[sinceObject] { return c })
+	if err != nil {
+		return nil, err
+	}
+	var out []Change[T]
+	for _, c := range all {
+		if c.Object.obj.Kind() == kind {
+			out = append(out, Change[T]{Rev: c.Rev, Type: c.Type, Object: conv(c.Object)})
+		}
+	}
+	return out, nil
 }
 
 // APIConfigMap returns o, a ConfigMap, as the status API serves it: a

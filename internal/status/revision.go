@@ -2,7 +2,6 @@ package status
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -13,25 +12,10 @@ import (
 	"github.com/staticlet/staticlet/internal/pod"
 )
 
-// maxPodHistory is how many pod changes the store keeps for watches that
-// resume from a resource version.
-const maxPodHistory = 4096
-
 // ErrRevisionGone is returned for a resource version the store no longer
 // has the changes after (or never had: one from before this staticlet
 // started); the caller lists again, as a Kubernetes client does on 410 Gone.
 var ErrRevisionGone = errors.New("resource version too old")
-
-// PodRevision is one change of a pod in the store's history.
-type PodRevision struct {
-	// Rev is the store's revision this change made.
-	Rev uint64
-	// Type is WatchAdded, WatchModified or WatchDeleted.
-	Type WatchEventType
-	// Pod is the pod after the change; for a deletion, its last state.
-	// Its resourceVersion is Rev.
-	Pod *v1.Pod
-}
 
 // revisions is the store's history of pod changes: every change that
 // alters a pod gets the next revision, which becomes the pod's
@@ -42,31 +26,22 @@ type PodRevision struct {
 // for a current one. Guarded by Store.mu.
 type revisions struct {
 	rev uint64
-	// floor is the revision after which every change is in history.
-	floor   uint64
-	history []PodRevision // ring, len <= maxPodHistory
-	next    int           // index of the oldest entry once full
+	// pods is the history of the pods' changes.
+	pods changeLog[*v1.Pod]
 	// node is the revision of the node's latest change.
 	node uint64
 }
 
 func newRevisions(now time.Time) revisions {
 	start := uint64(now.UnixMicro())
-	return revisions{rev: start, floor: start, node: start}
+	return revisions{rev: start, pods: newChangeLog[*v1.Pod](start), node: start}
 }
 
 // record gives a pod change the next revision and keeps it in history.
 func (r *revisions) record(typ WatchEventType, p *v1.Pod) {
-	r.rev++
-	p.ResourceVersion = strconv.FormatUint(r.rev, 10)
-	c := PodRevision{Rev: r.rev, Type: typ, Pod: p}
-	if len(r.history) < maxPodHistory {
-		r.history = append(r.history, c)
-		return
-	}
-	r.floor = r.history[r.next].Rev
-	r.history[r.next] = c
-	r.next = (r.next + 1) % maxPodHistory
+	rev := r.bump()
+	p.ResourceVersion = strconv.FormatUint(rev, 10)
+	r.pods.add(Change[*v1.Pod]{Rev: rev, Type: typ, Object: p})
 }
 
 // nodeChangedLocked gives a change of the node the next revision and
@@ -77,19 +52,10 @@ func (s *Store) nodeChangedLocked() {
 	s.othersChangedLocked()
 }
 
-// since returns the changes after rev, oldest first.
-func (r *revisions) since(rev uint64) ([]PodRevision, error) {
-	if rev < r.floor || rev > r.rev {
-		return nil, fmt.Errorf("resource version %d (changes are kept from %d to %d): %w", rev, r.floor, r.rev, ErrRevisionGone)
-	}
-	var out []PodRevision
-	for i := range r.history {
-		c := r.history[(r.next+i)%len(r.history)]
-		if c.Rev > rev {
-			out = append(out, PodRevision{Rev: c.Rev, Type: c.Type, Pod: c.Pod.DeepCopy()})
-		}
-	}
-	return out, nil
+// since returns the pods' changes after rev, oldest first, each pod a
+// copy whose resourceVersion is its change's revision.
+func (r *revisions) since(rev uint64) ([]Change[*v1.Pod], error) {
+	return changesSince(&r.pods, rev, r.rev, copied)
 }
 
 // setPodLocked stores c under key, giving it a new revision unless it is
@@ -111,6 +77,9 @@ func (s *Store) setPodLocked(key pod.Key, c *v1.Pod) {
 	}
 	s.pods[key] = c
 	s.revs.record(typ, c)
+	if !ok {
+		s.namespaceUsedLocked(key.Namespace, 1)
+	}
 }
 
 // creationTime is the creationTimestamp of a pod reported without one, as
@@ -138,6 +107,7 @@ func (s *Store) deletePodLocked(key pod.Key) bool {
 	}
 	delete(s.pods, key)
 	s.revs.record(WatchDeleted, old.DeepCopy())
+	s.namespaceUsedLocked(key.Namespace, -1)
 	return true
 }
 
@@ -156,7 +126,7 @@ func (s *Store) PodsAt() ([]v1.Pod, uint64) {
 
 // PodChangesSince returns every change of a pod after revision rev, oldest
 // first, or ErrRevisionGone when the store no longer has them all.
-func (s *Store) PodChangesSince(rev uint64) ([]PodRevision, error) {
+func (s *Store) PodChangesSince(rev uint64) ([]Change[*v1.Pod], error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.revs.since(rev)

@@ -44,9 +44,9 @@ func TestRevisions(t *testing.T) {
 		t.Fatalf("changes = %+v, want %v", changes, want)
 	}
 	for i, c := range changes {
-		got := string(c.Type) + " " + c.Pod.Name + " " + string(c.Pod.Status.Phase)
-		if got != want[i] || c.Rev != start+uint64(i)+1 || c.Pod.ResourceVersion != strconv.FormatUint(c.Rev, 10) {
-			t.Errorf("change %d = %s rev %d rv %s, want %s rev %d", i, got, c.Rev, c.Pod.ResourceVersion, want[i], start+uint64(i)+1)
+		got := string(c.Type) + " " + c.Object.Name + " " + string(c.Object.Status.Phase)
+		if got != want[i] || c.Rev != start+uint64(i)+1 || c.Object.ResourceVersion != strconv.FormatUint(c.Rev, 10) {
+			t.Errorf("change %d = %s rev %d rv %s, want %s rev %d", i, got, c.Rev, c.Object.ResourceVersion, want[i], start+uint64(i)+1)
 		}
 	}
 	pods, rev := s.PodsAt()
@@ -68,15 +68,15 @@ func TestRevisions(t *testing.T) {
 func TestRevisionsForget(t *testing.T) {
 	s := NewStore()
 	start := s.Revision()
-	for i := range maxPodHistory + 10 {
+	for i := range maxHistory + 10 {
 		s.SetPod(revPod("a", v1.PodPhase(strconv.Itoa(i))))
 	}
 	if _, err := s.PodChangesSince(start); !errors.Is(err, ErrRevisionGone) {
 		t.Errorf("changes since the start: %v, want ErrRevisionGone", err)
 	}
 	changes, err := s.PodChangesSince(start + 10)
-	if err != nil || len(changes) != maxPodHistory {
-		t.Errorf("changes since the start+10: %d, %v; want %d", len(changes), err, maxPodHistory)
+	if err != nil || len(changes) != maxHistory {
+		t.Errorf("changes since the start+10: %d, %v; want %d", len(changes), err, maxHistory)
 	}
 }
 

@@ -63,17 +63,22 @@ type Store struct {
 	objects objectSet
 	// revs numbers the pods' changes (see revision.go).
 	revs revisions
+	// namespaces are those in use (see namespaces.go).
+	namespaces namespaceSet
 }
 
 // NewStore returns an empty store that is not ready, configured by opts.
 func NewStore(opts ...StoreOption) *Store {
+	now := time.Now()
 	s := &Store{
 		changed: make(chan struct{}, 1),
 		pods:    make(map[pod.Key]*v1.Pod),
 		subs:    make(map[*Subscription]struct{}),
-		revs:    newRevisions(time.Now()),
+		revs:    newRevisions(now),
 	}
 	s.events = newEventRing(s.revs.rev)
+	s.objects = newObjectSet(s.revs.rev)
+	s.namespaces = newNamespaceSet(s.revs.rev, now)
 	for _, o := range opts {
 		o(s)
 	}
