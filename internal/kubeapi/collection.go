@@ -28,8 +28,9 @@ type collection struct {
 	// since returns the changes after revision rev, oldest first, or an
 	// error wrapping status.ErrRevisionGone when they are no longer known.
 	// Nil makes a watch send every change it sees as the state of the
-	// moment (diffing snapshots), and a resumed watch start over with the
-	// current objects.
+	// moment (diffing snapshots); a resumed watch then sends the objects
+	// changed after its revision, by their resourceVersions, as MODIFIED,
+	// but cannot tell of deletions before it began.
 	since func(rev uint64) ([]change, error)
 	// refresh, when not 0, is how often a watch reads the objects again:
 	// those that change with time rather than with the store (the node's

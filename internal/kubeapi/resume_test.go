@@ -202,3 +202,35 @@ func informerEvents[T metav1.Object](t *testing.T, inf cache.SharedIndexInformer
 		}
 	}
 }
+
+// TestWatchResumeNode: the node, which keeps no history, is not sent
+// again to a watch from a list's resourceVersion (kubectl get nodes -w
+// would print it twice), but its next change is MODIFIED; a watch from
+// before its last change gets it as MODIFIED at once.
+func TestWatchResumeNode(t *testing.T) {
+	api := newTestAPI(t, Config{NodeName: "node1"})
+	api.store.SetNode(v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	cs := api.clientset(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("nodes = %+v, %v; want node1", list, err)
+	}
+	w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	api.store.SetNode(v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Labels: map[string]string{"x": "y"}}})
+	if n := expect(t, w, watch.Modified, "node1").Object.(*v1.Node); n.Labels["x"] != "y" {
+		t.Errorf("modified node %+v, want the label x=y", n)
+	}
+
+	stale, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Stop()
+	expect(t, stale, watch.Modified, "node1")
+}

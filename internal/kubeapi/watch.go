@@ -97,8 +97,9 @@ func (s *Server) serveWatch(c *collection, w http.ResponseWriter, r *http.Reques
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 
-	ws.resumed = !initial && c.since != nil
-	if !ws.resumed {
+	ws.resumed = !initial
+	switch {
+	case initial:
 		objs, rev := c.snapshot(req.namespace)
 		for _, obj := range objs {
 			if c.matches(obj, req.namespace, sel) && ws.send(watch.Added, obj) != nil {
@@ -109,6 +110,8 @@ func (s *Server) serveWatch(c *collection, w http.ResponseWriter, r *http.Reques
 		if q.Get("sendInitialEvents") == "true" && ws.bookmark(from, true) != nil {
 			return
 		}
+	case c.since == nil:
+		ws.knownAt(from, req.namespace, sel)
 	}
 	if ws.rc.Flush() != nil {
 		return
@@ -182,6 +185,20 @@ func (ws *watchStream) apply(typ watch.EventType, obj runtime.Object, ns string,
 		return ws.send(watch.Deleted, obj)
 	}
 	return nil
+}
+
+// knownAt records, for a resumed watch of a collection that keeps no
+// history, the objects the client knows as of revision from: those not
+// changed since, which are then not sent again. The others are sent as
+// MODIFIED, as the client may know an older version of them.
+func (ws *watchStream) knownAt(from uint64, ns string, sel selectors) {
+	objs, _ := ws.c.snapshot(ns)
+	for _, obj := range objs {
+		rv := resourceVersion(obj)
+		if v, err := strconv.ParseUint(rv, 10, 64); err == nil && v <= from && ws.c.matches(obj, ns, sel) {
+			ws.sent[objectKey(obj)] = rv
+		}
+	}
 }
 
 // diff sends the differences between what the client knows and the
