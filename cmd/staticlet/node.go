@@ -102,7 +102,7 @@ func readNode(ctx context.Context, f nodeFacts, rootDir string, runtimeVersion f
 // the pods' hostIP: the one on the default route, as the kubelet picks
 // it, or else the first global IPv4 address not the pod bridge's.
 func nodeAddress(podBridge string) string {
-	if ip, ok := nodeinfo.PrimaryAddress("/"); ok {
+	if ip, ok := nodeinfo.PrimaryAddress("/", false); ok {
 		return ip.String()
 	}
 	return hostIP(podBridge)

@@ -18,17 +18,23 @@ const (
 
 // PrimaryAddress is the node's primary address, as the kubelet picks it
 // when not told one: the first global unicast address of the interface
-// of the IPv4 default route, or else of the IPv6 one. It reports false
-// when there is no default route with such an address.
-func PrimaryAddress(root string) (net.IP, bool) {
-	for _, t := range []struct {
+// of the IPv4 default route, or else of the IPv6 one; the IPv6 one first
+// when preferV6 (--node-ip ::). It reports false when there is no default
+// route with such an address.
+func PrimaryAddress(root string, preferV6 bool) (net.IP, bool) {
+	type table struct {
 		file  string
 		parse func([]byte) []string
 		v4    bool
-	}{
+	}
+	tables := []table{
 		{routeFile, DefaultRouteInterfaces, true},
 		{ipv6RouteFile, DefaultRouteInterfacesV6, false},
-	} {
+	}
+	if preferV6 {
+		tables[0], tables[1] = tables[1], tables[0]
+	}
+	for _, t := range tables {
 		b, err := os.ReadFile(filepath.Join(root, t.file))
 		if err != nil {
 			continue
