@@ -52,7 +52,14 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
-	nodeIP := nodeAddress(cfg.network.bridge)
+	nodeIPs, err := nodeAddresses(cfg.node.ip, cfg.network.bridge)
+	if err != nil {
+		return err
+	}
+	nodeLabels, err := parseNodeLabels(cfg.node.labels)
+	if err != nil {
+		return err
+	}
 	network, err := networkConfig(cfg.network)
 	if err != nil {
 		return err
@@ -93,7 +100,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	var imports *images.Dir
 	sc := cfg.sandboxConfig()
 	sc.Logs.DriverArgs, sc.Logs.Driver, sc.Logs.Ensure = logDriverArgs, logInstall.Driver, logInstall.Ensure
-	sc.Node.HostIP, sc.Network = nodeIP, network
+	sc.Node.HostIPs, sc.Network = nodeIPs, network
 	sc.Images.AwaitImports = func(ctx context.Context) bool { return imports.AwaitIdle(ctx) }
 	sc.Images.Pulled, sc.Logger = meters.ImagePulled, logger
 	sc.Devices = deviceRegistry
@@ -121,7 +128,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 		Reporter: rep,
 		Prober:   prober,
 		Resync:   cfg.dirSource.fileCheckFrequency,
-		HostIP:   nodeIP,
+		HostIPs:  nodeIPs,
 		Logger:   logger,
 
 		ImagesArrived: arrived,
@@ -157,11 +164,12 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	api, err := listenKubeAPI(cfg, kubeapi.Config{Store: store, NodeName: cfg.nodeName, Version: version,
 		Health: daemonHealth(rec, rt), Logger: logger,
 		Stats: statsReader(rt), NodeUsage: nodeUsage(rt.NodeWorkingSet), Devices: nodeDevices, Logs: podLogs,
-		Exec: execInContainer(rt), DialPod: podDialer(rt), Heartbeat: rec.Heartbeat})
+		Exec: execInContainer(rt), DialPod: podDialer(rt), Heartbeat: rec.Heartbeat, LeaseDurationSeconds: cfg.node.leaseSeconds})
 	if err != nil {
 		return err
 	}
-	store.SetNode(readNode(ctx, nodeFacts{name: cfg.nodeName, started: started, address: nodeIP, maxPods: cfg.maxPods, apiPort: api.port()},
+	store.SetNode(readNode(ctx, nodeFacts{name: cfg.nodeName, started: started, addresses: nodeIPs, labels: nodeLabels,
+		maxPods: cfg.maxPods, apiPort: api.port()},
 		cfg.rootDir, rt.Version, logger))
 	notifier := status.NewNotifier(status.NotifierConfig{Store: store, Alive: rec.Alive, Logger: logger})
 	shutdownConfig := cfg.shutdown

@@ -19,8 +19,11 @@ import (
 type nodeFacts struct {
 	name    string
 	started time.Time
-	// address is the node's InternalIP, empty when it has none.
-	address string
+	// addresses are the node's InternalIPs, the primary first; none when
+	// it has none.
+	addresses []string
+	// labels are --node-labels, added to the node's own.
+	labels map[string]string
 	// runtimeVersion is containerd's version, empty when unknown.
 	runtimeVersion string
 	// maxPods is --max-pods, 0 for no limit.
@@ -68,9 +71,10 @@ func nodeObject(f nodeFacts, m nodeinfo.Machine) v1.Node {
 	if f.runtimeVersion != "" {
 		n.Status.NodeInfo.ContainerRuntimeVersion = "containerd://" + f.runtimeVersion
 	}
-	if f.address != "" {
-		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: f.address})
+	for _, ip := range f.addresses {
+		n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: ip})
 	}
+	withLabels(&n, f.labels)
 	n.Status.Addresses = append(n.Status.Addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: f.name})
 	return n
 }
@@ -96,16 +100,6 @@ func readNode(ctx context.Context, f nodeFacts, rootDir string, runtimeVersion f
 		logger.Warn("reading containerd's version for the node object", "err", err)
 	}
 	return nodeObject(f, m)
-}
-
-// nodeAddress is the node's address, reported as its InternalIP and as
-// the pods' hostIP: the one on the default route, as the kubelet picks
-// it, or else the first global IPv4 address not the pod bridge's.
-func nodeAddress(podBridge string) string {
-	if ip, ok := nodeinfo.PrimaryAddress("/", false); ok {
-		return ip.String()
-	}
-	return hostIP(podBridge)
 }
 
 // nodeUsage samples the whole node's usage for the Kubernetes API's

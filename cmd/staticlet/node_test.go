@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,11 +15,15 @@ import (
 // and of staticlet.
 func TestNodeObject(t *testing.T) {
 	m := nodeinfo.Machine{MachineID: "mid", BootID: "bid", KernelVersion: "6.1.0", OSImage: "Debian", CPUs: 2, MemoryBytes: 4 << 30}
-	f := nodeFacts{name: "n1", started: time.Now(), address: "192.0.2.7", runtimeVersion: "2.1.4", maxPods: 50, storageBytes: 10 << 30, apiPort: 6443}
+	f := nodeFacts{name: "n1", started: time.Now(), addresses: []string{"192.0.2.7", "2001:db8::7"},
+		labels: map[string]string{"tier": "edge", "kubernetes.io/hostname": "n1.example", "node.kubernetes.io/pool": "a"}, runtimeVersion: "2.1.4", maxPods: 50, storageBytes: 10 << 30, apiPort: 6443}
 	n := nodeObject(f, m)
 	for k, want := range map[string]string{
-		"kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH,
+		"kubernetes.io/os": "linux", "kubernetes.io/arch": runtime.GOARCH,
 		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": runtime.GOARCH,
+		// --node-labels, over the node's own of the same key, as with the
+		// kubelet.
+		"tier": "edge", "kubernetes.io/hostname": "n1.example", "node.kubernetes.io/pool": "a",
 	} {
 		if n.Labels[k] != want {
 			t.Errorf("label %s = %q, want %q", k, n.Labels[k], want)
@@ -29,8 +34,9 @@ func TestNodeObject(t *testing.T) {
 		info.MachineID != "mid" || info.OSImage != "Debian" {
 		t.Errorf("nodeInfo = %+v", info)
 	}
-	want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeHostName, Address: "n1"}}
-	if len(n.Status.Addresses) != 2 || n.Status.Addresses[0] != want[0] || n.Status.Addresses[1] != want[1] {
+	want := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "192.0.2.7"}, {Type: v1.NodeInternalIP, Address: "2001:db8::7"},
+		{Type: v1.NodeHostName, Address: "n1"}}
+	if !slices.Equal(n.Status.Addresses, want) {
 		t.Errorf("addresses = %v, want %v", n.Status.Addresses, want)
 	}
 	if p := n.Status.Capacity[v1.ResourcePods]; p.Value() != 50 {
@@ -41,7 +47,7 @@ func TestNodeObject(t *testing.T) {
 	}
 	// Without an address or a runtime version, neither is made up.
 	n = nodeObject(nodeFacts{name: "n1"}, m)
-	if len(n.Status.Addresses) != 1 || n.Status.NodeInfo.ContainerRuntimeVersion != "" {
+	if len(n.Status.Addresses) != 1 || n.Status.NodeInfo.ContainerRuntimeVersion != "" || n.Labels[v1.LabelHostname] != "n1" {
 		t.Errorf("node without address nor runtime = %+v", n.Status)
 	}
 }

@@ -23,6 +23,7 @@ type runConfig struct {
 	rootDir     string
 	maxPods     int
 
+	node      nodeConfig
 	dirSource dirSourceConfig
 	urlSource urlSourceConfig
 	runtime   runtimeConfig
@@ -142,6 +143,11 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.StringVar(&cfg.logs.maxTotal, "pod-logs-max-total", "0", "node-wide cap on the bytes of every container's log files under --pod-logs-dir: over it, the oldest rotated files "+
 		"(then earlier instances' logs) of any container are removed; live files never (a quantity: 2Gi; 0: no cap)")
 	f.StringVar(&cfg.nodeName, "node-name", "", "node name appended to pod names (default: the host name)")
+	f.StringVar(&cfg.node.ip, "node-ip", "", "the node's IP address, or a comma-separated dual-stack pair (one IPv4, one IPv6): its InternalIPs and the pods' hostIPs "+
+		"(and podIPs on the host's network); each must be an address of this host, not loopback or link-local. "+
+		"0.0.0.0 or :: picks the default route's address of that family (default: the default route's, IPv4 first)")
+	f.StringSliceVar(&cfg.node.labels, "node-labels", nil, "labels 'key=value' added to the node's, comma-separated; under kubernetes.io and k8s.io only the kubelet's own "+
+		"(kubernetes.io/hostname, topology, instance type, os, arch) and those under node.kubernetes.io and kubelet.kubernetes.io")
 	f.StringVar(&cfg.runtime.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration that pods' /etc/resolv.conf starts from")
 	f.StringSliceVar(&cfg.runtime.unsafeSysctls, "allowed-unsafe-sysctls", nil, "sysctls outside the safe set that pods may set (patterns like 'kernel.msg*' allowed)")
 	f.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")

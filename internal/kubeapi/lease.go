@@ -17,11 +17,11 @@ import (
 	"github.com/staticlet/staticlet/internal/status/printers"
 )
 
-// The node's Lease, as the kubelet keeps it: 40 s long (its default
+// The node's Lease, as the kubelet keeps it: 40 s long unless
+// Config.LeaseDurationSeconds says otherwise (its default
 // nodeLeaseDurationSeconds), renewed every quarter of that.
 const (
-	nodeLeaseSeconds    = 40
-	defaultLeaseRenew   = nodeLeaseSeconds * time.Second / 4
+	defaultLeaseSeconds = 40
 	nodeLeaseAPIVersion = "coordination.k8s.io/v1"
 	nodeLeaseWriteText  = "staticlet keeps this node's Lease itself, renewing it while its reconcile loop runs; it is read-only"
 )
@@ -59,12 +59,21 @@ func (l *nodeLease) renew(beat time.Time, every time.Duration, storeRev uint64) 
 	return l.renewed, l.rev
 }
 
-// leaseRenewPeriod is how often the Lease is renewed.
+// leaseSeconds is the Lease's leaseDurationSeconds.
+func (s *Server) leaseSeconds() int32 {
+	if s.cfg.LeaseDurationSeconds > 0 {
+		return s.cfg.LeaseDurationSeconds
+	}
+	return defaultLeaseSeconds
+}
+
+// leaseRenewPeriod is how often the Lease is renewed: a quarter of its
+// duration, as the kubelet's renewInterval.
 func (s *Server) leaseRenewPeriod() time.Duration {
 	if s.cfg.leaseRenew > 0 {
 		return s.cfg.leaseRenew
 	}
-	return defaultLeaseRenew
+	return time.Duration(s.leaseSeconds()) * time.Second / 4
 }
 
 // leaseResources is coordination.k8s.io's leases: the node's Lease in
@@ -139,7 +148,7 @@ func (s *Server) nodeLeaseObject() (*coordinationv1.Lease, uint64) {
 	if created.IsZero() {
 		created = metav1.NewTime(s.started.Truncate(time.Second))
 	}
-	holder, seconds := node.Name, int32(nodeLeaseSeconds)
+	holder, seconds := node.Name, s.leaseSeconds()
 	lease := &coordinationv1.Lease{
 		TypeMeta: metav1.TypeMeta{APIVersion: nodeLeaseAPIVersion, Kind: "Lease"},
 		ObjectMeta: metav1.ObjectMeta{

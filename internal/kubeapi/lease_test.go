@@ -119,7 +119,7 @@ func TestNodeLease(t *testing.T) {
 	}
 
 	// A heartbeat within the period renews nothing.
-	h.set(beat.Add(defaultLeaseRenew - time.Second))
+	h.set(beat.Add(defaultLeaseSeconds*time.Second/4 - time.Second))
 	again, err := cs.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, "node1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +160,34 @@ func TestNodeLease(t *testing.T) {
 	_, err = cs.CoordinationV1().Leases(v1.NamespaceNodeLease).Update(ctx, lease, metav1.UpdateOptions{})
 	if !apierrors.IsMethodNotSupported(err) {
 		t.Errorf("update: %v, want 405", err)
+	}
+}
+
+// TestNodeLeaseDuration: Config.LeaseDurationSeconds (the kubelet's
+// nodeLeaseDurationSeconds) is the Lease's duration, renewed every
+// quarter of it.
+func TestNodeLeaseDuration(t *testing.T) {
+	beat := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	h := &fakeHeartbeat{beat: beat}
+	api := newTestAPI(t, Config{NodeName: "node1", Heartbeat: h.get, LeaseDurationSeconds: 20})
+	api.store.SetNode(v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", CreationTimestamp: metav1.NewTime(beat.Add(-time.Hour))}})
+	leases := api.clientset(t).CoordinationV1().Leases(v1.NamespaceNodeLease)
+	for _, tc := range []struct {
+		beat, renewed time.Time
+	}{
+		{beat, beat},
+		// Within 5 s, a quarter of 20 s: not renewed.
+		{beat.Add(5*time.Second - time.Millisecond), beat},
+		{beat.Add(5 * time.Second), beat.Add(5 * time.Second)},
+	} {
+		h.set(tc.beat)
+		lease, err := leases.Get(t.Context(), "node1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := lease.Spec.LeaseDurationSeconds; d == nil || *d != 20 || lease.Spec.RenewTime == nil || !lease.Spec.RenewTime.Time.Equal(tc.renewed) {
+			t.Errorf("at heartbeat %v: lease spec %+v, want 20 s renewed at %v", tc.beat, lease.Spec, tc.renewed)
+		}
 	}
 }
 

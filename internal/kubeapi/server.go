@@ -52,9 +52,13 @@ type Config struct {
 	// loop's last turn): the node's Lease is renewed at it; zero is not
 	// yet. Nil renews the Lease at the clock, as if always alive.
 	Heartbeat func() time.Time
+	// LeaseDurationSeconds is the node Lease's leaseDurationSeconds (the
+	// kubelet's nodeLeaseDurationSeconds), renewed every quarter of it;
+	// 0 is the kubelet's default, 40.
+	LeaseDurationSeconds int32
 
-	// leaseRenew is how often the node's Lease is renewed; 0 is the
-	// kubelet's period. Tests shorten it.
+	// leaseRenew is how often the node's Lease is renewed; 0 is a
+	// quarter of its duration, as the kubelet's. Tests shorten it.
 	leaseRenew time.Duration
 }
 

@@ -79,6 +79,9 @@ type kubeletConfig struct {
 	ImageMaximumGCAge           duration `json:"imageMaximumGCAge"`
 	// The critical pods' part of ShutdownGracePeriod.
 	ShutdownGracePeriodCriticalPods duration `json:"shutdownGracePeriodCriticalPods"`
+	// NodeLeaseDurationSeconds is the node Lease's length, which the
+	// Kubernetes API (--api-address) serves.
+	NodeLeaseDurationSeconds int32 `json:"nodeLeaseDurationSeconds"`
 	// PodLogsMaxTotal is staticlet's own, not the kubelet's (which has
 	// no node-wide log budget and warns of it as unknown): the cap on
 	// all container logs, --pod-logs-max-total.
@@ -92,7 +95,7 @@ var honouredFields = []string{
 	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver", "cgroupsPerQOS",
 	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "maxPods", "podCIDR", "resolvConf",
 	"allowedUnsafeSysctls", "podPidsLimit", "podLogsMaxTotal", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent",
-	"imageMinimumGCAge", "imageMaximumGCAge",
+	"imageMinimumGCAge", "imageMaximumGCAge", "nodeLeaseDurationSeconds",
 }
 
 // kubeletOnlyFields are the other fields of KubeletConfiguration v1beta1:
@@ -109,7 +112,7 @@ var kubeletOnlyFields = []string{
 	"preloadedImagesVerificationAllowlist", "eventRecordQPS", "eventBurst",
 	"enableDebuggingHandlers", "enableContentionProfiling", "oomScoreAdj", "clusterDomain",
 	"clusterDNS", "streamingConnectionIdleTimeout", "nodeStatusUpdateFrequency",
-	"nodeStatusReportFrequency", "nodeLeaseDurationSeconds", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot",
+	"nodeStatusReportFrequency", "volumeStatsAggPeriod", "kubeletCgroups", "systemCgroups", "cgroupRoot",
 	"cpuManagerPolicy", "singleProcessOOMKill", "cpuManagerPolicyOptions",
 	"cpuManagerReconcilePeriod", "memoryManagerPolicy", "topologyManagerPolicy",
 	"topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
@@ -208,6 +211,11 @@ func Parse(path string, data []byte) (*File, error) {
 		return nil, fmt.Errorf("config file %s: shutdownGracePeriod %v, shutdownGracePeriodCriticalPods %v: %w",
 			path, time.Duration(cf.kc.ShutdownGracePeriod), time.Duration(cf.kc.ShutdownGracePeriodCriticalPods), err)
 	}
+	// 0 is the default (40), as the kubelet's defaulting makes it before
+	// its validation refuses what is not over 0.
+	if cf.kc.NodeLeaseDurationSeconds < 0 {
+		return nil, fmt.Errorf("config file %s: nodeLeaseDurationSeconds %d: must be greater than 0", path, cf.kc.NodeLeaseDurationSeconds)
+	}
 	if p := cf.kc.HealthzPort; p != nil && (*p < 0 || *p > 65535) {
 		return nil, fmt.Errorf("config file %s: healthzPort %d: want 0 (off) to 65535", path, *p)
 	}
@@ -253,7 +261,8 @@ func zeroValue(v any) bool {
 }
 
 // Flags are the variables behind the flags of staticlet run that the file
-// can set, each field named for its flag; Apply needs every one. It is
+// can set, each field named for its flag, and the settings only the file
+// has (NodeLeaseDurationSeconds); Apply needs every one. It is
 // outsized as the file format is: one field for each setting of the
 // kubelet's that staticlet reads.
 type Flags struct {
@@ -281,6 +290,9 @@ type Flags struct {
 	ImageGCLowThreshold             *int
 	ImageMinimumGCAge               *time.Duration
 	ImageMaximumGCAge               *time.Duration
+	// NodeLeaseDurationSeconds has no flag, as with the kubelet; left as
+	// it is when the file does not set it.
+	NodeLeaseDurationSeconds *int32
 }
 
 // Apply sets the variables of to from the file except where changed(flag)
@@ -349,6 +361,9 @@ func (cf *File) Apply(changed func(flag string) bool, to Flags) {
 	})
 	set("image-minimum-gc-age", kc.ImageMinimumGCAge > 0, func() { *to.ImageMinimumGCAge = time.Duration(kc.ImageMinimumGCAge) })
 	set("image-maximum-gc-age", kc.ImageMaximumGCAge > 0, func() { *to.ImageMaximumGCAge = time.Duration(kc.ImageMaximumGCAge) })
+	if kc.NodeLeaseDurationSeconds > 0 {
+		*to.NodeLeaseDurationSeconds = kc.NodeLeaseDurationSeconds
+	}
 }
 
 // urlHeaders turns staticPodURLHeader into --manifest-url-header values,

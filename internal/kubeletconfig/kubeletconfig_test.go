@@ -49,6 +49,7 @@ type values struct {
 	ImageGCLowThreshold             int
 	ImageMinimumGCAge               time.Duration
 	ImageMaximumGCAge               time.Duration
+	NodeLeaseDurationSeconds        int32
 }
 
 // flags points Flags at v's fields.
@@ -78,6 +79,7 @@ func (v *values) flags() Flags {
 		ImageGCLowThreshold:             &v.ImageGCLowThreshold,
 		ImageMinimumGCAge:               &v.ImageMinimumGCAge,
 		ImageMaximumGCAge:               &v.ImageMaximumGCAge,
+		NodeLeaseDurationSeconds:        &v.NodeLeaseDurationSeconds,
 	}
 }
 
@@ -133,6 +135,9 @@ var kubeletConfigFieldCases = []struct {
 	want values
 }{
 	{"empty", "", values{}},
+	{"node lease", "nodeLeaseDurationSeconds: 20\n", values{NodeLeaseDurationSeconds: 20}},
+	// 0 is the kubelet's default, 40, which the caller has.
+	{"node lease 0: the default", "nodeLeaseDurationSeconds: 0\n", values{}},
 	{"paths absolute and relative", "staticPodPath: /etc/kubernetes/manifests\npodLogsDir: logs\nresolvConf: r.conf\n",
 		values{ManifestDir: "/etc/kubernetes/manifests", PodLogsDir: "/cfg/logs", ResolvConf: "/cfg/r.conf"}},
 	{"resolvConf empty: no host resolvers", "resolvConf: \"\"\n", values{ResolvConf: os.DevNull}},
@@ -193,6 +198,8 @@ var kubeletConfigErrorCases = []struct {
 	{"bad duration", kubeletConfigHead + "fileCheckFrequency: soon\n", "soon"},
 	{"bad cgroup driver", kubeletConfigHead + "cgroupDriver: none\n", `cgroupDriver "none"`},
 	{"negative maxPods", kubeletConfigHead + "maxPods: -1\n", "maxPods -1"},
+	{"negative node lease", kubeletConfigHead + "nodeLeaseDurationSeconds: -5\n", "nodeLeaseDurationSeconds -5: must be greater than 0"},
+	{"fractional node lease", kubeletConfigHead + "nodeLeaseDurationSeconds: 1.5\n", "nodeLeaseDurationSeconds"},
 	{"healthzPort out of range", kubeletConfigHead + "healthzPort: 70000\n", "healthzPort 70000"},
 	{"critical share beyond the grace period", kubeletConfigHead + "shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n", "longer than the whole"},
 	{"negative grace period", kubeletConfigHead + "shutdownGracePeriod: -10s\n", "must not be negative"},

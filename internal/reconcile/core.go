@@ -24,7 +24,7 @@ import (
 type podCore struct {
 	key     pod.Key
 	backoff Backoff
-	hostIP  string
+	hostIPs []string
 
 	desired *pod.Pod // nil: the pod must go
 	last    *pod.Pod // the last desired pod, for its grace period once it is removed
@@ -131,9 +131,9 @@ func startHash(p *pod.Pod, ctr *v1.Container, reason string) string {
 // configuration cannot be made, a ConfigMap or Secret missing.
 const reasonConfigError = "CreateContainerConfigError"
 
-func newCore(key pod.Key, b Backoff, hostIP string) *podCore {
+func newCore(key pod.Key, b Backoff, hostIPs []string) *podCore {
 	return &podCore{
-		key: key, backoff: b, hostIP: hostIP,
+		key: key, backoff: b, hostIPs: hostIPs,
 		mem: containerMemory{streaks: map[string]*streak{}, waiting: map[string]waitingState{}, attempts: map[string]int{},
 			changed: map[string]string{}},
 		order:  podOrder{limit: defaultAfterWait},

@@ -13,7 +13,7 @@ func TestPassStages(t *testing.T) {
 	sb := freshSb(p, "sb1", 0)
 	a := startedAt(ctr(p, "sb1", "a", "a-1", 0), 0)
 	up := upSb(sb, 0)
-	pl := &player{t: t, c: newCore(p.Key(), testBackoff, "10.0.0.5"), now: t0}
+	pl := &player{t: t, c: newCore(p.Key(), testBackoff, []string{"10.0.0.5"}), now: t0}
 	pl.c.setDesired(p)
 	for i, tt := range []struct {
 		in input
@@ -45,7 +45,7 @@ func TestPassStages(t *testing.T) {
 // ends it with an error that says where it stood.
 func TestPassWrongOutcome(t *testing.T) {
 	p := withUID(mkPod(t, podSpec{apps: []string{"a"}}), "1")
-	c := newCore(p.Key(), testBackoff, "10.0.0.5")
+	c := newCore(p.Key(), testBackoff, []string{"10.0.0.5"})
 	c.setDesired(p)
 	c.begin(t0)
 	acts := c.step(sandboxMade{}, t0)

@@ -20,7 +20,7 @@ type statusInput struct {
 	// sandboxDown is why the sandbox is not running, when it failed.
 	sandboxDown waitingState
 	waiting     map[string]waitingState
-	hostIP      string
+	hostIPs     []string
 	now         time.Time
 	probes      map[string]probeState // probe results by container ID
 }
@@ -31,7 +31,7 @@ func buildPod(in statusInput) *v1.Pod {
 	p := in.pod.DeepCopy()
 	sb := in.sandbox
 	st := v1.PodStatus{QOSClass: pod.QOSClass(&p.Spec)}
-	addresses(&st, p, sb, in.hostIP)
+	addresses(&st, p, sb, in.hostIPs)
 	policy := p.Spec.RestartPolicy
 	var regularInits []v1.ContainerStatus // init containers that are not sidecars
 	for i := range p.Spec.InitContainers {
@@ -101,13 +101,17 @@ func buildPod(in statusInput) *v1.Pod {
 
 // addresses sets the host's and the pod's addresses in st, and when the
 // pod started: when its sandbox was made.
-func addresses(st *v1.PodStatus, p *v1.Pod, sb pod.Record, hostIP string) {
-	if hostIP != "" {
-		st.HostIP = hostIP
-		st.HostIPs = []v1.HostIP{{IP: hostIP}}
+func addresses(st *v1.PodStatus, p *v1.Pod, sb pod.Record, hostIPs []string) {
+	if len(hostIPs) > 0 {
+		st.HostIP = hostIPs[0]
 		if p.Spec.HostNetwork {
-			st.PodIP = hostIP
-			st.PodIPs = []v1.PodIP{{IP: hostIP}}
+			st.PodIP = hostIPs[0]
+		}
+	}
+	for _, ip := range hostIPs {
+		st.HostIPs = append(st.HostIPs, v1.HostIP{IP: ip})
+		if p.Spec.HostNetwork {
+			st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
 		}
 	}
 	if !p.Spec.HostNetwork && len(sb.IPs) > 0 {

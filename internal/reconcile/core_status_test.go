@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,7 +147,7 @@ func (r *recs) exit(name string, attempt int, code int32) *recs {
 }
 
 func (r *recs) input(waiting map[string]waitingState) statusInput {
-	return statusInput{pod: r.p, view: newView(r.out), sandbox: r.sb, waiting: waiting, hostIP: "10.0.0.5", now: t0.Add(time.Hour)}
+	return statusInput{pod: r.p, view: newView(r.out), sandbox: r.sb, waiting: waiting, hostIPs: []string{"10.0.0.5"}, now: t0.Add(time.Hour)}
 }
 
 func TestBuildPod(t *testing.T) {
@@ -177,7 +178,7 @@ func TestBuildPod(t *testing.T) {
 	}{
 		{
 			name:      "no sandbox yet",
-			in:        statusInput{pod: always, view: newView(nil), hostIP: "10.0.0.5", now: t0},
+			in:        statusInput{pod: always, view: newView(nil), hostIPs: []string{"10.0.0.5"}, now: t0},
 			phase:     v1.PodPending,
 			conds:     "FTFFT",
 			readyWhy:  "ContainersNotReady",
@@ -476,27 +477,42 @@ func TestBuildPodDetails(t *testing.T) {
 
 func TestBuildPodHostNetwork(t *testing.T) {
 	tests := []struct {
-		name    string
-		hostNet bool
-		hostIP  string
-		wantPod string
-		wantHst string
+		name     string
+		hostNet  bool
+		hostIPs  []string
+		wantPod  []string
+		wantHost []string
 	}{
-		{"host network takes the host's IP", true, "192.0.2.7", "192.0.2.7", "192.0.2.7"},
-		{"pod network has no IP known here", false, "192.0.2.7", "", "192.0.2.7"},
-		{"no host IP configured", true, "", "", ""},
+		{"host network takes the host's IP", true, []string{"192.0.2.7"}, []string{"192.0.2.7"}, []string{"192.0.2.7"}},
+		{"pod network has no IP known here", false, []string{"192.0.2.7"}, nil, []string{"192.0.2.7"}},
+		{"no host IP configured", true, nil, nil, nil},
+		// --node-ip's dual-stack pair, in its order.
+		{"host network, dual stack", true, []string{"2001:db8::7", "192.0.2.7"}, []string{"2001:db8::7", "192.0.2.7"}, []string{"2001:db8::7", "192.0.2.7"}},
+		{"pod network, dual-stack host", false, []string{"192.0.2.7", "2001:db8::7"}, nil, []string{"192.0.2.7", "2001:db8::7"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mkPod(t, podSpec{hostNet: tt.hostNet})
 			in := newRecs(p, pod.TaskRunning).run("app", 0).input(nil)
-			in.hostIP = tt.hostIP
+			in.hostIPs = tt.hostIPs
 			st := buildPod(in).Status
-			if st.PodIP != tt.wantPod || st.HostIP != tt.wantHst {
-				t.Errorf("buildPod(%s) podIP, hostIP = %q, %q, want %q, %q", tt.name, st.PodIP, st.HostIP, tt.wantPod, tt.wantHst)
+			var podIPs, hostIPs []string
+			for _, ip := range st.PodIPs {
+				podIPs = append(podIPs, ip.IP)
 			}
-			if tt.wantPod != "" && (len(st.PodIPs) != 1 || st.PodIPs[0].IP != tt.wantPod) {
-				t.Errorf("buildPod(%s) podIPs = %v, want [%s]", tt.name, st.PodIPs, tt.wantPod)
+			for _, ip := range st.HostIPs {
+				hostIPs = append(hostIPs, ip.IP)
+			}
+			if !slices.Equal(podIPs, tt.wantPod) || !slices.Equal(hostIPs, tt.wantHost) {
+				t.Errorf("podIPs, hostIPs = %v, %v, want %v, %v", podIPs, hostIPs, tt.wantPod, tt.wantHost)
+			}
+			if first := func(ips []string) string {
+				if len(ips) == 0 {
+					return ""
+				}
+				return ips[0]
+			}; st.PodIP != first(tt.wantPod) || st.HostIP != first(tt.wantHost) {
+				t.Errorf("podIP, hostIP = %q, %q, want the first of %v, %v", st.PodIP, st.HostIP, tt.wantPod, tt.wantHost)
 			}
 		})
 	}

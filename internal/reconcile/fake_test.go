@@ -743,8 +743,8 @@ func newHarness(t *testing.T, cfg Config, recs ...pod.Record) *harness {
 	if cfg.Prober == nil {
 		cfg.Prober = h.prober
 	}
-	if cfg.HostIP == "" {
-		cfg.HostIP = "10.0.0.5"
+	if cfg.HostIPs == nil {
+		cfg.HostIPs = []string{"10.0.0.5"}
 	}
 	h.rec = New(cfg)
 	ctx, cancel := context.WithCancel(t.Context())

@@ -80,7 +80,7 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 			if sc.pod != nil {
 				key = sc.pod.Key()
 			}
-			c := newCore(key, testBackoff, "10.0.0.5")
+			c := newCore(key, testBackoff, []string{"10.0.0.5"})
 			c.setDesired(sc.pod)
 			pl := &player{t: t, c: c, now: t0, ordering: sc.ordering}
 			for i, tu := range sc.turns {

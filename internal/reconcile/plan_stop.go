@@ -175,7 +175,7 @@ func (c *podCore) haltReported(l listed) []action {
 	}
 	v := newView(l.recs)
 	sb, _ := v.current(p)
-	st := buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now})
+	st := buildPod(statusInput{pod: p, view: v, sandbox: sb, waiting: c.mem.waiting, hostIPs: c.hostIPs, now: c.now})
 	shutDownStatus(&st.Status, c.now)
 	return done(c.reportStatus(nil, st), 0, err)
 }

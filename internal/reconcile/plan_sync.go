@@ -274,7 +274,7 @@ func (c *podCore) relisted(l listed) ([]action, error) {
 
 // status is the pod's status as the kubelet would compute it.
 func (c *podCore) status(p *pod.Pod, v view, sb pod.Record) *v1.Pod {
-	return buildPod(statusInput{pod: p, view: v, sandbox: sb, sandboxDown: c.sandbox.down, waiting: c.mem.waiting, hostIP: c.hostIP, now: c.now,
+	return buildPod(statusInput{pod: p, view: v, sandbox: sb, sandboxDown: c.sandbox.down, waiting: c.mem.waiting, hostIPs: c.hostIPs, now: c.now,
 		probes: c.probes.results})
 }
 

@@ -139,10 +139,10 @@ type Config struct {
 	Backoff Backoff
 	// Resync is how often every pod is looked at with no trigger; default 20s.
 	Resync time.Duration
-	// HostIP is the node's address, reported as hostIP (and podIP under
-	// hostNetwork).
-	HostIP string
-	Logger *slog.Logger
+	// HostIPs are the node's addresses, the primary first, reported as
+	// hostIP and hostIPs (and podIP and podIPs under hostNetwork).
+	HostIPs []string
+	Logger  *slog.Logger
 	// Now is the clock; time.Now by default.
 	Now func() time.Time
 	// ImagesArrived carries the full names of images that became present

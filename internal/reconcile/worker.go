@@ -43,7 +43,7 @@ type worker struct {
 func newWorker(key pod.Key, cfg *Config) *worker {
 	w := &worker{
 		key:    key,
-		core:   newCore(key, cfg.Backoff, cfg.HostIP),
+		core:   newCore(key, cfg.Backoff, cfg.HostIPs),
 		rt:     cfg.Runtime,
 		rep:    cfg.Reporter,
 		prober: cfg.Prober,

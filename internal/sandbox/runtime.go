@@ -166,8 +166,9 @@ type LogConfig struct {
 
 // NodeConfig is what pods' specs get from the node.
 type NodeConfig struct {
-	// HostIP is the node's address, for the environment of containers.
-	HostIP string
+	// HostIPs are the node's addresses, the primary first, for the
+	// environment of containers.
+	HostIPs []string
 	// AllowedUnsafeSysctls are sysctls outside the safe set that pods may
 	// set; a pattern ending in * matches a prefix.
 	AllowedUnsafeSysctls []string
@@ -264,7 +265,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	node, err := nodeFacts(cfg.Node.HostIP)
+	node, err := nodeFacts(cfg.Node.HostIPs)
 	if err != nil {
 		return nil, err
 	}
@@ -295,15 +296,15 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 
 // nodeFacts reads the node's capacity: what a resource limit that is not
 // set comes to in a container's environment.
-func nodeFacts(hostIP string) (spec.NodeFacts, error) {
+func nodeFacts(hostIPs []string) (spec.NodeFacts, error) {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return spec.NodeFacts{}, fmt.Errorf("reading the node's memory: %w", err)
 	}
 	return spec.NodeFacts{
-		HostIP: hostIP,
-		CPU:    *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
-		Memory: *resource.NewQuantity(int64(si.Totalram)*int64(si.Unit), resource.BinarySI),
+		HostIPs: hostIPs,
+		CPU:     *resource.NewQuantity(int64(goruntime.NumCPU()), resource.DecimalSI),
+		Memory:  *resource.NewQuantity(int64(si.Totalram)*int64(si.Unit), resource.BinarySI),
 	}, nil
 }
 

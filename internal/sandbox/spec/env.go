@@ -16,9 +16,10 @@ import (
 // its pod: the node's address and capacity (what a resource limit that is
 // not set comes to, as with the kubelet).
 type NodeFacts struct {
-	HostIP string
+	// HostIPs are the node's addresses, the primary first (--node-ip's).
+	HostIPs []string
 	// PodIPs are the pod's own addresses off the host network (on it, the
-	// pod's address is HostIP).
+	// pod's addresses are HostIPs).
 	PodIPs []string
 	CPU    resource.Quantity
 	Memory resource.Quantity
@@ -103,10 +104,7 @@ func valueFrom(p *pod.Pod, c *v1.Container, src *v1.EnvVarSource, node NodeFacts
 func fieldValue(p *pod.Pod, path string, node NodeFacts) (string, error) {
 	podIPs := node.PodIPs
 	if p.Spec.HostNetwork {
-		podIPs = nil
-		if node.HostIP != "" {
-			podIPs = []string{node.HostIP}
-		}
+		podIPs = node.HostIPs
 	}
 	podIP := ""
 	if len(podIPs) > 0 {
@@ -123,8 +121,14 @@ func fieldValue(p *pod.Pod, path string, node NodeFacts) (string, error) {
 		return p.Spec.NodeName, nil
 	case "spec.serviceAccountName":
 		return p.Spec.ServiceAccountName, nil
-	case "status.hostIP", "status.hostIPs":
-		return node.HostIP, nil
+	case "status.hostIP":
+		if len(node.HostIPs) == 0 {
+			return "", nil
+		}
+		return node.HostIPs[0], nil
+	case "status.hostIPs":
+		// The kubelet's value, as podIPs': every address, comma-separated.
+		return strings.Join(node.HostIPs, ","), nil
 	case "status.podIP":
 		return podIP, nil
 	case "status.podIPs":

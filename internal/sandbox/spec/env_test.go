@@ -56,7 +56,7 @@ spec:
     - name: LATER
       value: x
 `)
-	node := NodeFacts{HostIP: "192.0.2.7", CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")}
+	node := NodeFacts{HostIPs: []string{"192.0.2.7"}, CPU: resource.MustParse("2"), Memory: resource.MustParse("4Gi")}
 	vars, vals, err := resolveEnv(p, &p.Spec.Containers[0], node)
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +149,10 @@ spec:
 		node        NodeFacts
 		ip, ips     string
 	}{
-		{"pod network, dual stack", false, NodeFacts{HostIP: "192.0.2.7", PodIPs: []string{"10.213.0.2", "fd00:213::2"}}, "10.213.0.2", "10.213.0.2,fd00:213::2"},
-		{"no pod network", false, NodeFacts{HostIP: "192.0.2.7"}, "", ""},
-		{"host network", true, NodeFacts{HostIP: "192.0.2.7", PodIPs: []string{"10.213.0.2"}}, "192.0.2.7", "192.0.2.7"},
+		{"pod network, dual stack", false, NodeFacts{HostIPs: []string{"192.0.2.7"}, PodIPs: []string{"10.213.0.2", "fd00:213::2"}}, "10.213.0.2", "10.213.0.2,fd00:213::2"},
+		{"no pod network", false, NodeFacts{HostIPs: []string{"192.0.2.7"}}, "", ""},
+		{"host network", true, NodeFacts{HostIPs: []string{"192.0.2.7"}, PodIPs: []string{"10.213.0.2"}}, "192.0.2.7", "192.0.2.7"},
+		{"host network, dual stack", true, NodeFacts{HostIPs: []string{"2001:db8::7", "192.0.2.7"}}, "2001:db8::7", "2001:db8::7,192.0.2.7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
