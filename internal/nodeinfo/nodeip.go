@@ -30,7 +30,7 @@ func ParseNodeIP(s string) ([]netip.Addr, error) {
 	case len(ips) > 2 || (len(ips) == 2 && ips[0].Is4() == ips[1].Is4()):
 		return nil, errors.New("want one IP address or a dual-stack pair (one IPv4, one IPv6)")
 	case len(ips) == 2 && (ips[0].IsUnspecified() || ips[1].IsUnspecified()):
-		return nil, errors.New("a dual-stack pair cannot hold 0.0.0.0 or ::")
+		return nil, errors.New("a dual-stack pair cannot hold an unspecified address (0.0.0.0 or ::)")
 	}
 	return ips, nil
 }

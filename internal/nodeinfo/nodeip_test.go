@@ -31,8 +31,8 @@ func TestParseNodeIP(t *testing.T) {
 		{in: "192.0.2.7,192.0.2.8", wantErr: "dual-stack pair"},
 		{in: "2001:db8::7,2001:db8::8", wantErr: "dual-stack pair"},
 		{in: "192.0.2.7,2001:db8::7,192.0.2.8", wantErr: "dual-stack pair"},
-		{in: "0.0.0.0,2001:db8::7", wantErr: "cannot hold 0.0.0.0 or ::"},
-		{in: "192.0.2.7,::", wantErr: "cannot hold 0.0.0.0 or ::"},
+		{in: "0.0.0.0,2001:db8::7", wantErr: "cannot hold an unspecified address"},
+		{in: "192.0.2.7,::", wantErr: "cannot hold an unspecified address"},
 	} {
 		got, err := ParseNodeIP(tc.in)
 		if tc.wantErr != "" {
