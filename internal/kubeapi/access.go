@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // authorizationGV is the group version of the access reviews.
@@ -24,11 +25,11 @@ var nonResourcePaths = []string{"/api", "/api/*", "/apis", "/apis/*", "/healthz"
 // writeVerbs are the verbs that would change an object.
 var writeVerbs = []string{verbCreate, verbUpdate, verbPatch, verbDelete, verbDeleteCollection}
 
-// Every client with a certificate of the API's CA has the same rights:
-// the API authorizes nothing beyond authentication, and what it serves
-// is what anyone authenticated may do. The reviews say that: what the
-// API serves is allowed, a write of what it serves denied with the
-// reason, and what it does not serve is not allowed, "not served".
+// The reviews answer by authorize, as the requests are enforced, then by
+// what the API serves: what it serves is allowed to whoever authorize
+// lets ask, a write of what it serves is denied with the reason (the
+// handler answers it 405), and what it does not serve is not allowed,
+// "not served".
 
 // createAccessReview answers whether the client may do what the review
 // asks (kubectl auth can-i).
@@ -37,12 +38,31 @@ func (s *Server) createAccessReview(w http.ResponseWriter, r *http.Request, req 
 	if !s.readReview(w, r, review) {
 		return
 	}
-	review.Status = s.decide(review.Spec)
+	user, _ := requestUser(r)
+	review.Status = s.decide(user, review.Spec)
 	s.writeReview(w, r, review)
 }
 
-// decide is the answer to one access review.
-func (s *Server) decide(spec authorizationv1.SelfSubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+// specAttributes are the attributes an access review asks about.
+func specAttributes(user userInfo, spec authorizationv1.SelfSubjectAccessReviewSpec) attributes {
+	if nr := spec.NonResourceAttributes; nr != nil {
+		return attributes{user: user, path: nr.Path, verb: nr.Verb}
+	}
+	ra := spec.ResourceAttributes
+	return attributes{user: user, verb: ra.Verb, req: request{
+		group: ra.Group, version: ra.Version, namespace: ra.Namespace,
+		resource: ra.Resource, subresource: ra.Subresource, name: ra.Name, verb: ra.Verb,
+	}}
+}
+
+// decide is the answer to one access review by user.
+func (s *Server) decide(user userInfo, spec authorizationv1.SelfSubjectAccessReviewSpec) authorizationv1.SubjectAccessReviewStatus {
+	if spec.NonResourceAttributes == nil && spec.ResourceAttributes == nil {
+		return authorizationv1.SubjectAccessReviewStatus{EvaluationError: "the review names neither a resource nor a path"}
+	}
+	if ok, reason := authorize(specAttributes(user, spec)); !ok {
+		return authorizationv1.SubjectAccessReviewStatus{Reason: reason}
+	}
 	if nr := spec.NonResourceAttributes; nr != nil {
 		if nr.Verb == verbGet && nonResourceServed(nr.Path) {
 			return authorizationv1.SubjectAccessReviewStatus{Allowed: true, Reason: "the API serves " + nr.Path}
@@ -50,9 +70,6 @@ func (s *Server) decide(spec authorizationv1.SelfSubjectAccessReviewSpec) author
 		return authorizationv1.SubjectAccessReviewStatus{Reason: fmt.Sprintf("staticlet does not serve %s %s", nr.Verb, nr.Path)}
 	}
 	ra := spec.ResourceAttributes
-	if ra == nil {
-		return authorizationv1.SubjectAccessReviewStatus{EvaluationError: "the review names neither a resource nor a path"}
-	}
 	name := ra.Resource
 	if ra.Subresource != "" {
 		name += "/" + ra.Subresource
@@ -107,34 +124,53 @@ func nonResourceServed(p string) bool {
 }
 
 // createRulesReview lists what the client may do in the review's
-// namespace: every resource the API serves with its verbs, and the
-// paths it may get.
+// namespace: every resource the API serves with the verbs it serves and
+// authorize allows the client, and the paths it may get.
 func (s *Server) createRulesReview(w http.ResponseWriter, r *http.Request, req request) {
 	review := &authorizationv1.SelfSubjectRulesReview{}
 	if !s.readReview(w, r, review) {
 		return
 	}
-	review.Status = authorizationv1.SubjectRulesReviewStatus{
-		ResourceRules: s.resourceRules(),
-		NonResourceRules: []authorizationv1.NonResourceRule{
-			{Verbs: []string{verbGet}, NonResourceURLs: slices.Clone(nonResourcePaths)},
-		},
+	user, _ := requestUser(r)
+	var paths []string
+	for _, p := range nonResourcePaths {
+		if ok, _ := authorize(attributes{user: user, path: p, verb: verbGet}); ok {
+			paths = append(paths, p)
+		}
+	}
+	review.Status = authorizationv1.SubjectRulesReviewStatus{ResourceRules: s.resourceRules(user, review.Spec.Namespace)}
+	if len(paths) > 0 {
+		review.Status.NonResourceRules = []authorizationv1.NonResourceRule{{Verbs: []string{verbGet}, NonResourceURLs: paths}}
 	}
 	s.writeReview(w, r, review)
 }
 
-// resourceRules are the served resources and subresources with their
-// verbs, one rule each.
-func (s *Server) resourceRules() []authorizationv1.ResourceRule {
+// resourceRules are the served resources and subresources with the
+// verbs user may use of them in namespace, one rule each; those it may
+// use none of are left out.
+func (s *Server) resourceRules(user userInfo, namespace string) []authorizationv1.ResourceRule {
 	var out []authorizationv1.ResourceRule
-	for _, res := range s.resources {
-		group := []string{res.gv.Group}
-		if v := res.verbs(); len(v) > 0 {
-			out = append(out, authorizationv1.ResourceRule{Verbs: v, APIGroups: group, Resources: []string{res.name}})
+	add := func(gv schema.GroupVersion, resource, subresource string, served []string) {
+		var verbs []string
+		for _, v := range served {
+			a := attributes{user: user, verb: v, req: request{group: gv.Group, version: gv.Version, namespace: namespace,
+				resource: resource, subresource: subresource, verb: v}}
+			if ok, _ := authorize(a); ok {
+				verbs = append(verbs, v)
+			}
 		}
+		name := resource
+		if subresource != "" {
+			name += "/" + subresource
+		}
+		if len(verbs) > 0 {
+			out = append(out, authorizationv1.ResourceRule{Verbs: verbs, APIGroups: []string{gv.Group}, Resources: []string{name}})
+		}
+	}
+	for _, res := range s.resources {
+		add(res.gv, res.name, "", res.verbs())
 		for _, name := range sortedKeys(res.subresources) {
-			sub := res.subresources[name]
-			out = append(out, authorizationv1.ResourceRule{Verbs: slices.Clone(sub.verbs), APIGroups: group, Resources: []string{res.name + "/" + name}})
+			add(res.gv, res.name, name, res.subresources[name].verbs)
 		}
 	}
 	return out

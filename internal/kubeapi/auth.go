@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/staticlet/staticlet/internal/kubeapi/pki"
 )
 
 // The groups of users, as the apiserver names them.
@@ -21,7 +23,10 @@ const (
 	groupAuthenticated = "system:authenticated"
 	// groupMasters is the administrators' group (kubeadm's admin.conf,
 	// staticlet's admin certificate).
-	groupMasters = "system:masters"
+	groupMasters = pki.AdminGroup
+	// groupViewers is the group of the viewer certificates `staticlet
+	// kubeconfig --view` issues: they may read, not touch (authorize).
+	groupViewers = pki.ViewerGroup
 )
 
 // maxReviewBytes bounds the body of a review a client sends.

@@ -94,7 +94,8 @@ func New(cfg Config) *Server {
 }
 
 // Handler returns the API's HTTP handler, which authenticates every
-// request by the client certificate its TLS connection verified.
+// request by the client certificate its TLS connection verified, then
+// authorizes it by the certificate's groups (authorize).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /version", s.version)
@@ -107,7 +108,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/apis/", s.serveResource)
 	s.newOpenAPI().register(mux, s.notFound)
 	mux.HandleFunc("/", s.notFound)
-	return s.authenticate(mux)
+	return s.authenticate(s.authorizeRequests(mux))
 }
 
 // Serve serves the API over TLS on ln until ctx is cancelled, then shuts

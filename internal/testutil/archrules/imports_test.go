@@ -83,7 +83,7 @@ var rules = map[string]rule{
 	"internal/status/printers": {product, []string{"internal/pod", "internal/status"}},
 	// The Kubernetes API: it serves the status store, with the printers'
 	// cells for its tables and the generated OpenAPI definitions.
-	"internal/kubeapi":        {product, []string{"internal/pod", "internal/status", "internal/status/printers", "internal/kubeapi/openapi"}},
+	"internal/kubeapi":        {product, []string{"internal/pod", "internal/status", "internal/status/printers", "internal/kubeapi/openapi", "internal/kubeapi/pki"}},
 	"internal/sandbox":        {product, []string{"internal/pod", "internal/logs", "internal/install", "internal/cgroups", "internal/images", "internal/lease", "internal/pause", "internal/podnet/...", "internal/sandbox/...", "internal/devices"}},
 	"internal/sandbox/spec":   {product, []string{"internal/pod"}},
 	"internal/sandbox/procfs": {product, nil},
