@@ -94,7 +94,7 @@ func TestKubeconfigExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = kubeconfig(dir, "6443", b.Client().NotAfter.Add(time.Second))
+	_, err = kubeconfig(dir, "6443", "", b.Client().NotAfter.Add(time.Second))
 	if err == nil || !strings.Contains(err.Error(), "restart staticlet") {
 		t.Errorf("kubeconfig with the admin certificate expired = %v, want an error asking for a restart", err)
 	}
@@ -123,5 +123,63 @@ func TestServerURL(t *testing.T) {
 		if got != tc.want || err != nil {
 			t.Errorf("serverURL(%q) = %q, %v; want %q", tc.address, got, err, tc.want)
 		}
+	}
+}
+
+// TestKubeconfigView: --view prints a kubeconfig with a new viewer's
+// certificate at each run, of the CA, named after --user.
+func TestKubeconfigView(t *testing.T) {
+	root := t.TempDir()
+	api := filepath.Join(root, "api")
+	if out, code := runCLI(t, "kubeconfig", "--root-dir", root, "--view"); code == 0 || !strings.Contains(out, "start staticlet with --api-address first") {
+		t.Errorf("kubeconfig --view before any certificates = %d, %q; want it to ask for --api-address", code, out)
+	}
+	b, err := pki.Ensure(api, pki.Options{Hostname: "node1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.WriteAddress(api, "127.0.0.1:6443"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--user", "dash"}, {"--view", "--user", ""}} {
+		if out, code := runCLI(t, append([]string{"kubeconfig", "--root-dir", root}, args...)...); code == 0 || !strings.Contains(out, "--user") {
+			t.Errorf("kubeconfig %s = %d, %q; want an error about --user", strings.Join(args, " "), code, out)
+		}
+	}
+
+	subject := func(args ...string) (*x509.Certificate, string) {
+		t.Helper()
+		out, code := runCLI(t, append([]string{"kubeconfig", "--root-dir", root, "--view"}, args...)...)
+		if code != 0 {
+			t.Fatalf("kubeconfig --view %v = %d, %q", args, code, out)
+		}
+		cfg, err := clientcmd.Load([]byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, err := clientcmd.NewDefaultClientConfig(*cfg, nil).ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(rest.CertData)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: b.Pool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("the viewer's certificate does not verify against the CA: %v", err)
+		}
+		return cert, cfg.CurrentContext
+	}
+	cert, ctx := subject()
+	if cert.Subject.CommonName != pki.ViewerUser || len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != pki.ViewerGroup || ctx != pki.ViewerUser+"@staticlet" {
+		t.Errorf("kubeconfig --view: certificate of %s, context %q; want %s of %s", cert.Subject, ctx, pki.ViewerUser, pki.ViewerGroup)
+	}
+	if life := cert.NotAfter.Sub(cert.NotBefore); life < 364*24*time.Hour || life > 366*24*time.Hour {
+		t.Errorf("the viewer's certificate lasts %s, want a year", life)
+	}
+	again, ctx := subject("--user", "dashboard")
+	if again.Subject.CommonName != "dashboard" || ctx != "dashboard@staticlet" || again.SerialNumber.Cmp(cert.SerialNumber) == 0 {
+		t.Errorf("kubeconfig --view --user dashboard: certificate of %s (serial %s, the first's %s), context %q", again.Subject, again.SerialNumber, cert.SerialNumber, ctx)
 	}
 }

@@ -19,6 +19,9 @@ const (
 	ViewerGroup = "staticlet:viewers"
 )
 
+// CAKeyFile is the CA's key in the directory, which IssueClient reads.
+const CAKeyFile = caKeyFile
+
 // IssueClient issues a client certificate for user, of the groups
 // groups, signed by the CA in dir, valid from now for a year (cut short
 // where the CA ends first), and returns it with the CA as a kubeconfig
