@@ -2,14 +2,8 @@ package kubeapi
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/staticlet/staticlet/internal/status"
 	"github.com/staticlet/staticlet/internal/testutil/kubetools"
@@ -18,16 +12,7 @@ import (
 // kubeconfig writes a kubeconfig for api as the admin.
 func (a *testAPI) kubeconfig(t *testing.T) string {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["staticlet"] = &clientcmdapi.Cluster{Server: a.url, CertificateAuthorityData: a.config.CAData}
-	cfg.AuthInfos["staticlet"] = &clientcmdapi.AuthInfo{ClientCertificateData: a.config.CertData, ClientKeyData: a.config.KeyData}
-	cfg.Contexts["staticlet"] = &clientcmdapi.Context{Cluster: "staticlet", AuthInfo: "staticlet"}
-	cfg.CurrentContext = "staticlet"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return kubeconfigFor(t, a.config)
 }
 
 // TestKubectlTopAndAuth: a real kubectl's top, auth whoami and auth can-i
@@ -39,11 +24,7 @@ func TestKubectlTopAndAuth(t *testing.T) {
 	}
 	api, _ := metricsAPI(t, Config{Stats: fakeStats, NodeUsage: nodeUsage})
 	kc := api.kubeconfig(t)
-	for _, tc := range []struct {
-		args  []string
-		fails bool
-		want  []string
-	}{
+	runKubectl(t, kubectl, kc, []kubectlCase{
 		{[]string{"top", "pod", "-A"}, false, []string{"default       web    250m         64Mi", "kube-system   etcd   1m           100Mi"}},
 		{[]string{"top", "pod", "--containers"}, false, []string{"web   app       200m         48Mi", "web   sidecar   50m          16Mi"}},
 		{[]string{"top", "node"}, false, []string{"node1   1500m", "3072Mi"}},
@@ -51,18 +32,5 @@ func TestKubectlTopAndAuth(t *testing.T) {
 		{[]string{"auth", "can-i", "get", "pods"}, false, []string{"yes"}},
 		{[]string{"auth", "can-i", "delete", "pods"}, true, []string{"no - " + readOnlyReason}},
 		{[]string{"auth", "can-i", "--list"}, false, []string{"pods.metrics.k8s.io", "[get list]", "[/version]"}},
-	} {
-		cmd := exec.Command(kubectl, append([]string{"--kubeconfig", kc, "--cache-dir", t.TempDir()}, tc.args...)...)
-		cmd.Env = []string{"HOME=" + t.TempDir()}
-		out, err := cmd.CombinedOutput()
-		if (err != nil) != tc.fails {
-			t.Errorf("kubectl %s: %v, want failure %t\n%s", strings.Join(tc.args, " "), err, tc.fails, out)
-			continue
-		}
-		for _, want := range tc.want {
-			if !strings.Contains(string(out), want) {
-				t.Errorf("kubectl %s lacks %q:\n%s", strings.Join(tc.args, " "), want, out)
-			}
-		}
-	}
+	})
 }
