@@ -18,7 +18,8 @@
 // files are the one source of truth for what runs. The one create it
 // takes is of the reviews that change nothing: who the client is
 // (SelfSubjectReview) and what it may do (SelfSubjectAccessReview and
-// SelfSubjectRulesReview), answered from what the API serves.
+// SelfSubjectRulesReview), answered from what the API serves and the
+// client may do.
 //
 // It serves the pods' streaming subresources as the apiserver and the
 // kubelet together do: exec, attach and portforward, over SPDY and
@@ -31,7 +32,12 @@
 //
 // It authenticates clients by their TLS certificate alone: a request whose
 // connection presented no certificate verified by the server's TLS
-// configuration is answered 401, whatever it asks. It makes no
-// certificates itself (package pki does) and listens only where the
-// caller tells it.
+// configuration is answered 401, whatever it asks. It authorizes them by
+// the certificate's organizations, as RBAC with the default roles would:
+// system:masters anything, pki.ViewerGroup what Kubernetes' view role
+// reads (no Secrets, exec, attach or port forwarding, no writes), anyone
+// else discovery and the self reviews; a request refused is answered 403
+// before it is served, and the reviews answer by the same decision. It
+// makes no certificates itself (package pki does) and listens only where
+// the caller tells it.
 package kubeapi
