@@ -60,7 +60,8 @@ func (s *Server) decide(user userInfo, spec authorizationv1.SelfSubjectAccessRev
 	if spec.NonResourceAttributes == nil && spec.ResourceAttributes == nil {
 		return authorizationv1.SubjectAccessReviewStatus{EvaluationError: "the review names neither a resource nor a path"}
 	}
-	if ok, reason := authorize(specAttributes(user, spec)); !ok {
+	a := specAttributes(user, spec)
+	if ok, reason := authorize(a); !ok {
 		return authorizationv1.SubjectAccessReviewStatus{Reason: reason}
 	}
 	if nr := spec.NonResourceAttributes; nr != nil {
@@ -70,10 +71,7 @@ func (s *Server) decide(user userInfo, spec authorizationv1.SelfSubjectAccessRev
 		return authorizationv1.SubjectAccessReviewStatus{Reason: fmt.Sprintf("staticlet does not serve %s %s", nr.Verb, nr.Path)}
 	}
 	ra := spec.ResourceAttributes
-	name := ra.Resource
-	if ra.Subresource != "" {
-		name += "/" + ra.Subresource
-	}
+	name := a.req.rbacResource()
 	verbs, served := s.servedVerbs(ra.Group, ra.Version, ra.Resource, ra.Subresource)
 	switch {
 	case served && slices.Contains(verbs, ra.Verb):
@@ -159,11 +157,8 @@ func (s *Server) resourceRules(user userInfo, namespace string) []authorizationv
 				verbs = append(verbs, v)
 			}
 		}
-		name := resource
-		if subresource != "" {
-			name += "/" + subresource
-		}
 		if len(verbs) > 0 {
+			name := request{resource: resource, subresource: subresource}.rbacResource()
 			out = append(out, authorizationv1.ResourceRule{Verbs: verbs, APIGroups: []string{gv.Group}, Resources: []string{name}})
 		}
 	}

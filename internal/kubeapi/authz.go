@@ -61,11 +61,7 @@ func (r policyRule) matches(a attributes) bool {
 			return p == a.path || strings.HasSuffix(p, "*") && strings.HasPrefix(a.path, strings.TrimSuffix(p, "*"))
 		})
 	}
-	name := a.req.resource
-	if a.req.subresource != "" {
-		name += "/" + a.req.subresource
-	}
-	return slices.Contains(r.groups, a.req.group) && slices.Contains(r.resources, name)
+	return slices.Contains(r.groups, a.req.group) && slices.Contains(r.resources, a.req.rbacResource())
 }
 
 // authenticatedRules are what every authenticated user may do: get the
@@ -156,10 +152,7 @@ func forbidden(a attributes) error {
 		msg := fmt.Sprintf("User %q cannot %s path %q", a.user.name, a.verb, a.path)
 		return apierrors.NewForbidden(schema.GroupResource{}, "", errors.New(forbiddenSanitizer.Replace(msg)))
 	}
-	res := a.req.resource
-	if a.req.subresource != "" {
-		res += "/" + a.req.subresource
-	}
+	res := a.req.rbacResource()
 	scope := "at the cluster scope"
 	if a.req.namespace != "" {
 		scope = fmt.Sprintf("in the namespace %q", a.req.namespace)

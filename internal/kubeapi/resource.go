@@ -33,6 +33,15 @@ type request struct {
 	verb           string
 }
 
+// rbacResource is the resource as RBAC and the reviews name it: "pods",
+// or with its subresource "pods/exec".
+func (r request) rbacResource() string {
+	if r.subresource == "" {
+		return r.resource
+	}
+	return r.resource + "/" + r.subresource
+}
+
 // handlerFunc serves one request for a resource.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, req request)
 
