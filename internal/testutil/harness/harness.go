@@ -229,6 +229,12 @@ func (e *Env) Start(extra ...string) *Daemon {
 		"--node-name", TestNode,
 		"--file-check-frequency", "5s",
 		"--log-level", "debug",
+		// The image filesystem is the test host's disk, filled by
+		// whatever else the host holds: above the default 85% the image
+		// GC would remove images between a test's pods and warn. A test
+		// of the GC sets its own thresholds.
+		"--image-gc-high-threshold", "100",
+		"--image-gc-low-threshold", "99",
 	}, e.Net.Flags()...)
 	args = append(args, driverFlags()...)
 	args = append(args, extra...)
