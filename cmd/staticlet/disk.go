@@ -66,9 +66,10 @@ func runLogBudget(ctx context.Context, dir string, max int64, logger *slog.Logge
 // for disk pressure, and keeps the node's DiskPressure condition in store.
 func newDiskMonitor(cfg runConfig, store *status.Store, logger *slog.Logger) *diskpressure.Monitor {
 	return diskpressure.New(diskpressure.Config{
-		Paths:   []string{cfg.rootDir, cfg.logs.dir},
-		Changed: func(s diskpressure.State) { store.SetNodeCondition(diskPressureCondition(s)) },
-		Logger:  logger,
+		Paths:      []string{cfg.rootDir, cfg.logs.dir},
+		Thresholds: diskpressure.DefaultThresholds,
+		Changed:    func(s diskpressure.State) { store.SetNodeCondition(diskPressureCondition(s)) },
+		Logger:     logger,
 	})
 }
 

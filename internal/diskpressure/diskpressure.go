@@ -6,22 +6,6 @@ import (
 	"strings"
 )
 
-// Thresholds are the fractions of a filesystem below which the node is
-// under disk pressure.
-type Thresholds struct {
-	// Available is the least fraction of bytes available to unprivileged
-	// users (the kubelet's nodefs.available).
-	Available float64
-	// InodesFree is the least fraction of inodes free (the kubelet's
-	// nodefs.inodesFree); ignored on a filesystem that reports no inode
-	// count.
-	InodesFree float64
-}
-
-// DefaultThresholds are the kubelet's default hard eviction thresholds
-// for nodefs: nodefs.available<10%, nodefs.inodesFree<5%.
-var DefaultThresholds = Thresholds{Available: 0.10, InodesFree: 0.05}
-
 // Usage is what statfs says of one filesystem, and the directories of
 // staticlet's that are on it.
 type Usage struct {
@@ -43,14 +27,23 @@ type Signal struct {
 	Name string
 	// Paths are the directories on the filesystem.
 	Paths []string
-	// Observed and Threshold are fractions.
-	Observed, Threshold float64
+	// Observed is what the filesystem has of the signal's resource
+	// (bytes available, inodes free), of Total.
+	Observed, Total uint64
+	// Threshold is the one crossed.
+	Threshold Threshold
 }
 
-// String says the signal as the status shows it, for example
-// "/var/lib/staticlet: nodefs.available 3.2% < 10%".
+// String says the signal as the status shows it, the threshold as it
+// was given and what was observed in its terms: for example
+// "/var/lib/staticlet: nodefs.available 3.2% < 10%", or
+// "/var/lib/staticlet: nodefs.available 120.5Mi < 1Gi".
 func (s Signal) String() string {
-	return fmt.Sprintf("%s: %s %s < %s", strings.Join(s.Paths, ", "), s.Name, percent(s.Observed), percent(s.Threshold))
+	observed := percent(float64(s.Observed) / float64(s.Total))
+	if s.Threshold.Amount > 0 {
+		observed = amount(s.Observed, s.Threshold.Text)
+	}
+	return fmt.Sprintf("%s: %s %s < %s", strings.Join(s.Paths, ", "), s.Name, observed, s.Threshold.Text)
 }
 
 // percent formats f, a fraction, as a percentage with one decimal where
@@ -66,15 +59,11 @@ func percent(f float64) string {
 func Evaluate(fs []Usage, th Thresholds) []Signal {
 	var out []Signal
 	for _, u := range fs {
-		if u.Bytes > 0 {
-			if avail := float64(u.Available) / float64(u.Bytes); avail < th.Available {
-				out = append(out, Signal{Name: "nodefs.available", Paths: u.Paths, Observed: avail, Threshold: th.Available})
-			}
+		if u.Bytes > 0 && th.Available.crossed(u.Available, u.Bytes) {
+			out = append(out, Signal{Name: SignalAvailable, Paths: u.Paths, Observed: u.Available, Total: u.Bytes, Threshold: th.Available})
 		}
-		if u.Inodes > 0 {
-			if free := float64(u.InodesFree) / float64(u.Inodes); free < th.InodesFree {
-				out = append(out, Signal{Name: "nodefs.inodesFree", Paths: u.Paths, Observed: free, Threshold: th.InodesFree})
-			}
+		if u.Inodes > 0 && th.InodesFree.crossed(u.InodesFree, u.Inodes) {
+			out = append(out, Signal{Name: SignalInodesFree, Paths: u.Paths, Observed: u.InodesFree, Total: u.Inodes, Threshold: th.InodesFree})
 		}
 	}
 	return out

@@ -23,7 +23,8 @@ type Config struct {
 	// and the pod logs directory. One that does not exist yet is looked
 	// at through its nearest existing parent.
 	Paths []string
-	// Thresholds; DefaultThresholds when zero.
+	// Thresholds are checked on each filesystem; the zero Thresholds
+	// check nothing (DefaultThresholds are the kubelet's).
 	Thresholds Thresholds
 	// Interval between looks; DefaultInterval when zero.
 	Interval time.Duration
@@ -56,9 +57,6 @@ type Monitor struct {
 
 // New returns a Monitor for cfg. It starts nothing: call Run.
 func New(cfg Config) *Monitor {
-	if cfg.Thresholds == (Thresholds{}) {
-		cfg.Thresholds = DefaultThresholds
-	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
