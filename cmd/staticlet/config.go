@@ -61,6 +61,7 @@ func (cfg *runConfig) fileFlags() kubeletconfig.Flags {
 		ImageGCLowThreshold:             &cfg.images.gc.LowThresholdPercent,
 		ImageMinimumGCAge:               &cfg.images.gc.MinAge,
 		ImageMaximumGCAge:               &cfg.images.gc.MaxAge,
+		EvictionHard:                    &cfg.node.evictionHard,
 		NodeLeaseDurationSeconds:        &cfg.node.leaseSeconds,
 	}
 }

@@ -209,16 +209,8 @@ func TestImageNamespacesFlag(t *testing.T) {
 // kubelet checks them before anything starts. Good settings go on to the
 // next check, a bad --cgroup-driver, which stops the run.
 func TestImageGCPolicyChecked(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "kubelet.yaml")
-	if err := os.WriteFile(file, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+
-		"imageMaximumGCAge: 1m\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	const passed = "--cgroup-driver"
-	tests := []struct {
-		args []string
-		want string // a part of the error
-	}{
+	file := kubeletConfigFile(t, "imageMaximumGCAge: 1m\n")
+	tests := []stopCase{
 		{args: nil, want: passed},
 		{args: []string{"--image-gc-high-threshold=70"}, want: "imageGCLowThresholdPercent (--image-gc-low-threshold) 80 must be less than imageGCHighThresholdPercent (--image-gc-high-threshold) 70"},
 		{args: []string{"--image-gc-low-threshold=-1"}, want: "must be between 0 and 100"},
@@ -226,12 +218,100 @@ func TestImageGCPolicyChecked(t *testing.T) {
 		{args: []string{"--config", file, "--minimum-image-ttl-duration=30s"}, want: passed},
 	}
 	for _, tt := range tests {
-		cmd := runCommand()
-		cmd.SetArgs(append([]string{"--cgroup-driver=none", "--node-name=n1"}, tt.args...))
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.ExecuteContext(t.Context())
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("run %v = %v, want an error with %q", tt.args, err, tt.want)
+		runStopsWith(t, tt.args, tt.want)
+	}
+}
+
+// TestEvictionHard parses real command lines: --eviction-hard in the
+// kubelet's syntax (its first value replacing the default, a repeat
+// adding to it), the file's evictionHard when the flag is not given.
+func TestEvictionHard(t *testing.T) {
+	file := kubeletConfigFile(t, "evictionHard: {nodefs.available: 1Gi, memory.available: 100Mi}\n")
+	merged := kubeletConfigFile(t, "evictionHard: {nodefs.available: 1Gi}\nmergeDefaultEvictionSettings: true\n")
+	tests := []struct {
+		args []string
+		want string // the flag's value after parsing and --config
+	}{
+		{nil, "nodefs.available<10%,nodefs.inodesFree<5%"},
+		{[]string{"--eviction-hard", "nodefs.available<5%,nodefs.inodesFree<1%"}, "nodefs.available<5%,nodefs.inodesFree<1%"},
+		{[]string{"--eviction-hard", "nodefs.available<1Gi"}, "nodefs.available<1Gi"},
+		{[]string{"--eviction-hard", "nodefs.available<1Gi", "--eviction-hard", "memory.available<1Gi"}, "memory.available<1Gi,nodefs.available<1Gi"},
+		{[]string{"--eviction-hard="}, ""},
+		{[]string{"--config", file}, "memory.available<100Mi,nodefs.available<1Gi"},
+		{[]string{"--config", file, "--eviction-hard", "nodefs.inodesFree<1%"}, "nodefs.inodesFree<1%"},
+		{[]string{"--config", merged}, "nodefs.available<1Gi,nodefs.inodesFree<5%"},
+	}
+	for _, tt := range tests {
+		var cfg runConfig
+		flags := runCommandFor(&cfg).Flags()
+		if err := flags.Parse(tt.args); err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
 		}
+		if err := loadKubeletConfig(flags, &cfg); err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		if got := flags.Lookup("eviction-hard").Value.String(); got != tt.want || len(cfg.node.evictionHard) != strings.Count(got, "<") {
+			t.Errorf("%q: --eviction-hard = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+	if err := runCommand().Flags().Parse([]string{"--eviction-hard", "nodefs.available>5%"}); err == nil ||
+		!strings.Contains(err.Error(), "--eviction-hard") || !strings.Contains(err.Error(), "nodefs.available>5%") {
+		t.Errorf("--eviction-hard nodefs.available>5%% = %v, want an error naming the flag and the item", err)
+	}
+}
+
+// TestEvictionHardChecked runs staticlet run with eviction thresholds
+// from the flag or the file: a bad one stops the run at once, naming the
+// flag (or the file and field) and the item; good ones go on to the next
+// check, a bad --cgroup-driver.
+func TestEvictionHardChecked(t *testing.T) {
+	file := kubeletConfigFile(t, "evictionHard: {nodefs.available: 150%}\n")
+	tests := []stopCase{
+		{args: nil, want: passed},
+		{args: []string{"--eviction-hard", "nodefs.available<1Gi,memory.available<100Mi,pid.available<10%"}, want: passed},
+		{args: []string{"--eviction-hard", "nodefs.available<0%,nodefs.inodesFree<0"}, want: passed},
+		{args: []string{"--eviction-hard", "disk.available<1Gi"}, want: `--eviction-hard: disk.available<1Gi: unknown eviction signal "disk.available"`},
+		{args: []string{"--eviction-hard", "nodefs.available<101%"}, want: "--eviction-hard: nodefs.available<101%: want a percentage from 0% to 100%"},
+		{args: []string{"--eviction-hard", "nodefs.inodesFree<-1"}, want: "--eviction-hard: nodefs.inodesFree<-1: want a percentage (10%) or a quantity that is not negative"},
+		{args: []string{"--eviction-hard", "nodefs.available<lots"}, want: "--eviction-hard: nodefs.available<lots"},
+		{args: []string{"--eviction-hard", "nodefs.available>=1Gi"}, want: `invalid argument "nodefs.available>=1Gi" for "--eviction-hard" flag`},
+		{args: []string{"--config", file}, want: "config file " + file + ": evictionHard: nodefs.available<150%: want a percentage"},
+	}
+	for _, tt := range tests {
+		runStopsWith(t, tt.args, tt.want)
+	}
+}
+
+// kubeletConfigFile writes a KubeletConfiguration of body, in a new
+// directory, and returns its path.
+func kubeletConfigFile(t *testing.T, body string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "kubelet.yaml")
+	if err := os.WriteFile(file, []byte("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"+body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// passed is the error of a run that got past the checks under test to
+// --cgroup-driver=none.
+const passed = "--cgroup-driver"
+
+// stopCase is a run's arguments and a part of the error it stops with.
+type stopCase struct {
+	args []string
+	want string
+}
+
+// runStopsWith runs staticlet run with args after --cgroup-driver=none,
+// which no run gets past: it must stop with an error containing want.
+func runStopsWith(t *testing.T, args []string, want string) {
+	t.Helper()
+	cmd := runCommand()
+	cmd.SetArgs(append([]string{"--cgroup-driver=none", "--node-name=n1"}, args...))
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.ExecuteContext(t.Context())
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("run %v = %v, want an error with %q", args, err, want)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/staticlet/staticlet/internal/cgroups"
 	"github.com/staticlet/staticlet/internal/desired"
 	"github.com/staticlet/staticlet/internal/devices"
+	"github.com/staticlet/staticlet/internal/diskpressure"
 	"github.com/staticlet/staticlet/internal/filewatch"
 	"github.com/staticlet/staticlet/internal/health"
 	"github.com/staticlet/staticlet/internal/images"
@@ -52,6 +53,7 @@ func runDaemon(ctx context.Context, cfg runConfig) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
+	logUnwatchedSignals(cfg.node, logger)
 	nodeIPs, err := nodeAddresses(cfg.node.ip, cfg.network.bridge)
 	if err != nil {
 		return err
@@ -263,11 +265,12 @@ func wakeForDevices(ctx context.Context, freed <-chan []string, changed <-chan s
 }
 
 // check completes cfg where a flag's default needs the host (the node
-// name), and checks what the flags' types cannot: the shutdown grace
-// periods and the cgroup driver.
+// name) or parsing (the disk pressure thresholds), and checks what the
+// flags' types cannot: the shutdown grace periods, the image garbage
+// collection policy, the eviction thresholds and the cgroup driver.
 func (cfg *runConfig) check() error {
+	var err error
 	if cfg.nodeName == "" {
-		var err error
 		if cfg.nodeName, err = os.Hostname(); err != nil {
 			return fmt.Errorf("reading the host name for --node-name: %w", err)
 		}
@@ -279,6 +282,9 @@ func (cfg *runConfig) check() error {
 	}
 	if err := cfg.images.gc.Validate(); err != nil {
 		return err
+	}
+	if cfg.node.diskThresholds, cfg.node.unwatchedSignals, err = diskpressure.ParseThresholds(cfg.node.evictionHard); err != nil {
+		return fmt.Errorf("--eviction-hard: %w", err)
 	}
 	if cfg.runtime.cgroupDriver != "cgroupfs" && cfg.runtime.cgroupDriver != "systemd" {
 		return fmt.Errorf("--cgroup-driver %q: want cgroupfs or systemd", cfg.runtime.cgroupDriver)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -62,12 +65,61 @@ func runLogBudget(ctx context.Context, dir string, max int64, logger *slog.Logge
 	}
 }
 
+// evictionHardFlag is --eviction-hard: the kubelet's comma-separated
+// signal<value items, kept as a map of signal to value. As with the
+// kubelet's flag, the first value given replaces the default and later
+// ones (the flag repeated) add to it.
+type evictionHardFlag struct {
+	m   *map[string]string
+	set bool
+}
+
+// newEvictionHardFlag is the flag setting *m, which it sets to the
+// kubelet's default for the nodefs signals.
+func newEvictionHardFlag(m *map[string]string) *evictionHardFlag {
+	*m = diskpressure.DefaultEvictionHard()
+	return &evictionHardFlag{m: m}
+}
+
+// String is the map in the flag's syntax, in signal order.
+func (f *evictionHardFlag) String() string {
+	var items []string
+	for _, name := range slices.Sorted(maps.Keys(*f.m)) {
+		items = append(items, name+"<"+(*f.m)[name])
+	}
+	return strings.Join(items, ",")
+}
+
+func (f *evictionHardFlag) Set(s string) error {
+	items, err := diskpressure.SplitEvictionHard(s)
+	if err != nil {
+		return err
+	}
+	if !f.set {
+		*f.m, f.set = map[string]string{}, true
+	}
+	maps.Copy(*f.m, items)
+	return nil
+}
+
+// Type is the kubelet's name for the flag's type.
+func (f *evictionHardFlag) Type() string { return "mapStringString" }
+
+// logUnwatchedSignals logs, once, the signals --eviction-hard (or
+// evictionHard) names that staticlet does not watch.
+func logUnwatchedSignals(node nodeConfig, logger *slog.Logger) {
+	if len(node.unwatchedSignals) > 0 {
+		logger.Info("eviction thresholds of signals staticlet does not watch have no effect (it evicts no pod)",
+			"signals", strings.Join(node.unwatchedSignals, ","))
+	}
+}
+
 // newDiskMonitor watches the filesystems of the root dir and the pod logs
 // for disk pressure, and keeps the node's DiskPressure condition in store.
 func newDiskMonitor(cfg runConfig, store *status.Store, logger *slog.Logger) *diskpressure.Monitor {
 	return diskpressure.New(diskpressure.Config{
 		Paths:      []string{cfg.rootDir, cfg.logs.dir},
-		Thresholds: diskpressure.DefaultThresholds,
+		Thresholds: cfg.node.diskThresholds,
 		Changed:    func(s diskpressure.State) { store.SetNodeCondition(diskPressureCondition(s)) },
 		Logger:     logger,
 	})

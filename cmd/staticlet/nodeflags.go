@@ -10,17 +10,26 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/staticlet/staticlet/internal/diskpressure"
 	"github.com/staticlet/staticlet/internal/nodeinfo"
 )
 
 // nodeConfig is the node's identity beyond its name: --node-ip,
-// --node-labels and its Lease's length.
+// --node-labels and its Lease's length; and the thresholds of its
+// DiskPressure condition.
 type nodeConfig struct {
 	ip     string   // --node-ip as given; empty: the default route's
 	labels []string // --node-labels: "key=value" each
 	// leaseSeconds is the Lease's length (nodeLeaseDurationSeconds); 0
 	// is the kubelet's default.
 	leaseSeconds int32
+	// evictionHard is --eviction-hard (evictionHard), signal to value:
+	// the thresholds of the DiskPressure condition, which check parses
+	// into diskThresholds, with the signals named that staticlet does
+	// not watch.
+	evictionHard     map[string]string
+	diskThresholds   diskpressure.Thresholds
+	unwatchedSignals []string
 }
 
 // nodeAddresses are the node's InternalIPs, from --node-ip or, when it

@@ -112,7 +112,11 @@ type statusConfig struct {
 const defaultPodCIDR = "10.213.0.0/24"
 
 func runCommand() *cobra.Command {
-	var cfg runConfig
+	return runCommandFor(new(runConfig))
+}
+
+// runCommandFor is staticlet run with its flags set in cfg.
+func runCommandFor(cfg *runConfig) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the pods whose manifests are in --manifest-dir (the daemon)",
@@ -123,10 +127,10 @@ removing it stops the pod. Stopping staticlet leaves
 the pods running; starting it again adopts them without restarting them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := loadKubeletConfig(cmd.Flags(), &cfg); err != nil {
+			if err := loadKubeletConfig(cmd.Flags(), cfg); err != nil {
 				return err
 			}
-			return runDaemon(cmd.Context(), cfg)
+			return runDaemon(cmd.Context(), *cfg)
 		},
 	}
 	f := cmd.Flags()
@@ -184,6 +188,9 @@ the pods running; starting it again adopts them without restarting them.`,
 	f.BoolVar(&cfg.runtime.cgroupsPerQOS, "cgroups-per-qos", true, "make a cgroup per QoS class and per pod, as the kubelet does; false puts containers' cgroups directly under /<containerd namespace>")
 	f.StringSliceVar(&cfg.runtime.cdiSpecDirs, "cdi-spec-dirs", devices.DefaultSpecDirs(), "directories of CDI device specs (as containerd's cdi_spec_dirs), watched for changes; "+
 		"containers get their devices by resources.limits (vendor.com/class: N) or the pod's cdi.k8s.io/ annotations; comma-separated, later ones win on a conflict")
+	f.Var(newEvictionHardFlag(&cfg.node.evictionHard), "eviction-hard", "hard eviction thresholds, comma-separated signal<value, under which the node reports DiskPressure "+
+		"(no pod is evicted): nodefs.available (a percentage of --root-dir's and --pod-logs-dir's filesystems, or bytes: 1Gi) and nodefs.inodesFree "+
+		"(a percentage, or a count); a signal not given, or 0, 0% or 100%, is not checked. The kubelet's other signals are accepted and have no effect")
 	f.IntVar(&cfg.maxPods, "max-pods", 0, "most pods run at once; the others are refused with an OutOfpods event (0: no limit)")
 	// The kubelet's names, so that its habits and unit files carry over.
 	alias(f, "pod-manifest-path", "manifest-dir")

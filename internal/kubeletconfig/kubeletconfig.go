@@ -12,7 +12,9 @@
 // Decoding follows the kubelet's: a wrong type is an error; an unknown field
 // is a warning, as the kubelet's lenient fallback for v1beta1 makes it; a
 // zero value ("0s", 0, "", {}) means "the default", as the kubelet's
-// defaulting treats it, so kubeadm's file full of "0s" changes nothing.
+// defaulting treats it, so kubeadm's file full of "0s" changes nothing
+// (evictionHard aside: the kubelet defaults it only when it is absent, so
+// {} there checks no threshold).
 // Flags given on the command line win over the file; the file wins over the
 // flags' defaults.
 package kubeletconfig
@@ -32,6 +34,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/staticlet/staticlet/internal/diskpressure"
 )
 
 const (
@@ -77,6 +81,13 @@ type kubeletConfig struct {
 	ImageGCLowThresholdPercent  *int32   `json:"imageGCLowThresholdPercent"`
 	ImageMinimumGCAge           duration `json:"imageMinimumGCAge"`
 	ImageMaximumGCAge           duration `json:"imageMaximumGCAge"`
+	// EvictionHard is the hard eviction thresholds, signal to value,
+	// of which staticlet watches nodefs's for disk pressure. As with
+	// the kubelet, a map given (even {}) replaces the defaults: the
+	// signals it does not name are not checked, unless
+	// MergeDefaultEvictionSettings keeps their defaults.
+	EvictionHard                 map[string]string `json:"evictionHard"`
+	MergeDefaultEvictionSettings bool              `json:"mergeDefaultEvictionSettings"`
 	// The critical pods' part of ShutdownGracePeriod.
 	ShutdownGracePeriodCriticalPods duration `json:"shutdownGracePeriodCriticalPods"`
 	// NodeLeaseDurationSeconds is the node Lease's length, which the
@@ -95,12 +106,13 @@ var honouredFields = []string{
 	"containerLogMaxFiles", "healthzBindAddress", "healthzPort", "cgroupDriver", "cgroupsPerQOS",
 	"shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "maxPods", "podCIDR", "resolvConf",
 	"allowedUnsafeSysctls", "podPidsLimit", "podLogsMaxTotal", "imageGCHighThresholdPercent", "imageGCLowThresholdPercent",
-	"imageMinimumGCAge", "imageMaximumGCAge", "nodeLeaseDurationSeconds",
+	"imageMinimumGCAge", "imageMaximumGCAge", "nodeLeaseDurationSeconds", "evictionHard",
+	"mergeDefaultEvictionSettings",
 }
 
 // kubeletOnlyFields are the other fields of KubeletConfiguration v1beta1:
 // they configure what staticlet does not have (the kubelet's API server and
-// its authentication, the apiserver client, node registration, eviction,
+// its authentication, the apiserver client, node registration, soft eviction,
 // resource managers...) and are ignored with one
 // warning naming them. cgroupRoot is here too: staticlet's pod cgroups are
 // always under /<containerd namespace>.
@@ -118,10 +130,9 @@ var kubeletOnlyFields = []string{
 	"topologyManagerScope", "topologyManagerPolicyOptions", "qosReserved",
 	"runtimeRequestTimeout", "hairpinMode", "runOnce", "cpuCFSQuota",
 	"cpuCFSQuotaPeriod", "nodeStatusMaxImages", "maxOpenFiles", "contentType", "kubeAPIQPS",
-	"kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls", "evictionHard",
-	"evictionSoft", "evictionSoftGracePeriod", "evictionPressureTransitionPeriod",
-	"evictionMaxPodGracePeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings",
-	"podsPerCore", "enableControllerAttachDetach", "protectKernelDefaults",
+	"kubeAPIBurst", "serializeImagePulls", "maxParallelImagePulls", "evictionSoft",
+	"evictionSoftGracePeriod", "evictionPressureTransitionPeriod", "evictionMaxPodGracePeriod",
+	"evictionMinimumReclaim", "podsPerCore", "enableControllerAttachDetach", "protectKernelDefaults",
 	"makeIPTablesUtilChains", "iptablesMasqueradeBit", "iptablesDropBit", "featureGates",
 	"failSwapOn", "memorySwap", "containerLogMaxWorkers", "containerLogMonitorInterval",
 	"configMapAndSecretChangeDetectionStrategy", "systemReserved", "kubeReserved",
@@ -216,6 +227,11 @@ func Parse(path string, data []byte) (*File, error) {
 	if cf.kc.NodeLeaseDurationSeconds < 0 {
 		return nil, fmt.Errorf("config file %s: nodeLeaseDurationSeconds %d: must be greater than 0", path, cf.kc.NodeLeaseDurationSeconds)
 	}
+	if cf.kc.EvictionHard != nil {
+		if _, _, err := diskpressure.ParseThresholds(cf.kc.EvictionHard); err != nil {
+			return nil, fmt.Errorf("config file %s: evictionHard: %w", path, err)
+		}
+	}
 	if p := cf.kc.HealthzPort; p != nil && (*p < 0 || *p > 65535) {
 		return nil, fmt.Errorf("config file %s: healthzPort %d: want 0 (off) to 65535", path, *p)
 	}
@@ -290,6 +306,8 @@ type Flags struct {
 	ImageGCLowThreshold             *int
 	ImageMinimumGCAge               *time.Duration
 	ImageMaximumGCAge               *time.Duration
+	// EvictionHard is --eviction-hard's map, signal to value.
+	EvictionHard *map[string]string
 	// NodeLeaseDurationSeconds has no flag, as with the kubelet; left as
 	// it is when the file does not set it.
 	NodeLeaseDurationSeconds *int32
@@ -361,6 +379,12 @@ func (cf *File) Apply(changed func(flag string) bool, to Flags) {
 	})
 	set("image-minimum-gc-age", kc.ImageMinimumGCAge > 0, func() { *to.ImageMinimumGCAge = time.Duration(kc.ImageMinimumGCAge) })
 	set("image-maximum-gc-age", kc.ImageMaximumGCAge > 0, func() { *to.ImageMaximumGCAge = time.Duration(kc.ImageMaximumGCAge) })
+	set("eviction-hard", kc.EvictionHard != nil, func() {
+		*to.EvictionHard = kc.EvictionHard
+		if kc.MergeDefaultEvictionSettings {
+			*to.EvictionHard = diskpressure.MergeDefaults(kc.EvictionHard)
+		}
+	})
 	if kc.NodeLeaseDurationSeconds > 0 {
 		*to.NodeLeaseDurationSeconds = kc.NodeLeaseDurationSeconds
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -49,6 +50,7 @@ type values struct {
 	ImageGCLowThreshold             int
 	ImageMinimumGCAge               time.Duration
 	ImageMaximumGCAge               time.Duration
+	EvictionHard                    map[string]string
 	NodeLeaseDurationSeconds        int32
 }
 
@@ -79,6 +81,7 @@ func (v *values) flags() Flags {
 		ImageGCLowThreshold:             &v.ImageGCLowThreshold,
 		ImageMinimumGCAge:               &v.ImageMinimumGCAge,
 		ImageMaximumGCAge:               &v.ImageMaximumGCAge,
+		EvictionHard:                    &v.EvictionHard,
 		NodeLeaseDurationSeconds:        &v.NodeLeaseDurationSeconds,
 	}
 }
@@ -111,11 +114,12 @@ func TestParseKubeadmConfig(t *testing.T) {
 		CgroupDriver:      "systemd",
 		PodLogsDir:        "/var/log/p",
 		HealthzAddress:    "127.0.0.1:10248",
+		EvictionHard:      map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
 	}
 	if diff := compareValues(got, want); diff != "" {
 		t.Errorf("config from kubeadm's file: %s", diff)
 	}
-	wantIgnored := []string{"authentication", "authorization", "clusterDNS", "clusterDomain", "evictionHard", "rotateCertificates"}
+	wantIgnored := []string{"authentication", "authorization", "clusterDNS", "clusterDomain", "rotateCertificates"}
 	if !slices.Equal(cf.Ignored, wantIgnored) || len(cf.Unknown) != 0 {
 		t.Errorf("ignored = %q, unknown = %q; want %q and none", cf.Ignored, cf.Unknown, wantIgnored)
 	}
@@ -161,6 +165,11 @@ var kubeletConfigFieldCases = []struct {
 		values{ImageGCHighThreshold: 90, ImageGCLowThreshold: 70, ImageMinimumGCAge: 5 * time.Minute, ImageMaximumGCAge: 168 * time.Hour}},
 	// A threshold is a pointer in the kubelet's type: 0 is a value.
 	{"image gc threshold 0", "imageGCLowThresholdPercent: 0\nimageMinimumGCAge: 0s\n", values{}},
+	{"eviction hard", "evictionHard:\n  nodefs.available: 1Gi\n  memory.available: 100Mi\n",
+		values{EvictionHard: map[string]string{"nodefs.available": "1Gi", "memory.available": "100Mi"}}},
+	{"eviction hard merged with the defaults", "evictionHard: {nodefs.available: 1Gi}\nmergeDefaultEvictionSettings: true\n",
+		values{EvictionHard: map[string]string{"nodefs.available": "1Gi", "nodefs.inodesFree": "5%"}}},
+	{"merge without evictionHard: the defaults", "mergeDefaultEvictionSettings: true\n", values{}},
 }
 
 // TestParseKubeletConfigFields covers each honoured field and the
@@ -204,6 +213,10 @@ var kubeletConfigErrorCases = []struct {
 	{"critical share beyond the grace period", kubeletConfigHead + "shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n", "longer than the whole"},
 	{"negative grace period", kubeletConfigHead + "shutdownGracePeriod: -10s\n", "must not be negative"},
 	{"grace period under a second", kubeletConfigHead + "shutdownGracePeriod: 500ms\n", "at least 1s"},
+	{"eviction threshold over 100%", kubeletConfigHead + "evictionHard: {nodefs.available: 101%}\n", "evictionHard: nodefs.available<101%: want a percentage"},
+	{"unknown eviction signal", kubeletConfigHead + "evictionHard: {disk.available: 1Gi}\n", `evictionHard: disk.available<1Gi: unknown eviction signal`},
+	{"negative eviction threshold", kubeletConfigHead + "evictionHard: {nodefs.inodesFree: \"-5\"}\n", "evictionHard: nodefs.inodesFree<-5"},
+	{"eviction threshold not a string", kubeletConfigHead + "evictionHard: {nodefs.inodesFree: 5}\n", "evictionHard: cannot be a number"},
 }
 
 func TestParseKubeletConfigErrors(t *testing.T) {
@@ -222,7 +235,7 @@ func TestParseKubeletConfigErrors(t *testing.T) {
 func TestKubeletConfigWarnsOnce(t *testing.T) {
 	cf, err := Parse("/c.yaml", []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-evictionHard: {memory.available: 100Mi}
+evictionSoft: {memory.available: 100Mi}
 clusterDNS: [10.96.0.10]
 readOnlyPort: 0
 enableServer: true
@@ -237,7 +250,7 @@ staticPodPathh: /typo
 	if len(lines) != 1 {
 		t.Fatalf("log = %q, want one line", lines)
 	}
-	for _, want := range []string{"level=WARN", "ignored=clusterDNS,enableServer,evictionHard", "unknown=staticPodPathh", "file=/c.yaml"} {
+	for _, want := range []string{"level=WARN", "ignored=clusterDNS,enableServer,evictionSoft", "unknown=staticPodPathh", "file=/c.yaml"} {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("warning %q does not contain %q", lines[0], want)
 		}
@@ -281,5 +294,35 @@ func TestCgroupsPerQOSFalse(t *testing.T) {
 	cf.Apply(func(flag string) bool { return flag == "cgroups-per-qos" }, v.flags())
 	if !v.CgroupsPerQOS {
 		t.Errorf("cgroupsPerQOS: false in the file won over --cgroups-per-qos given on the command line")
+	}
+}
+
+// TestEvictionHardReplaces: as with the kubelet, an evictionHard given
+// replaces the defaults wholesale, {} included; the flag wins over it.
+func TestEvictionHardReplaces(t *testing.T) {
+	defaults := map[string]string{"nodefs.available": "10%", "nodefs.inodesFree": "5%"}
+	for _, tt := range []struct {
+		name, body string
+		flag       bool
+		want       string
+	}{
+		{"absent: the defaults", "", false, "map[nodefs.available:10% nodefs.inodesFree:5%]"},
+		{"null: the defaults", "evictionHard: null\n", false, "map[nodefs.available:10% nodefs.inodesFree:5%]"},
+		{"{}: nothing checked", "evictionHard: {}\n", false, "map[]"},
+		{"one signal: the other unchecked", "evictionHard: {nodefs.inodesFree: 1%}\n", false, "map[nodefs.inodesFree:1%]"},
+		{"the flag wins", "evictionHard: {nodefs.inodesFree: 1%}\nmergeDefaultEvictionSettings: true\n", true, "map[nodefs.available:10% nodefs.inodesFree:5%]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cf, err := Parse("/cfg/c.yaml", []byte(kubeletConfigHead+tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v values
+			v.EvictionHard = maps.Clone(defaults)
+			cf.Apply(func(flag string) bool { return tt.flag && flag == "eviction-hard" }, v.flags())
+			if got := fmt.Sprint(v.EvictionHard); got != tt.want || v.EvictionHard == nil {
+				t.Errorf("evictionHard = %s, want %s", got, tt.want)
+			}
+		})
 	}
 }

@@ -25,7 +25,8 @@ func kubeadmFile(t testing.TB, containerd, logs string, port int) string {
 
 // TestKubeletConfigFile runs staticlet from a KubeletConfiguration as
 // kubeadm writes it: its staticPodPath's pods run, the fields without
-// meaning here are named in one warning, /healthz answers on its port.
+// meaning here are named in one warning, /healthz answers on its port,
+// evictionHard's signals without effect here are named once.
 func TestKubeletConfigFile(t *testing.T) {
 	e := harness.NewEnv(t)
 	port := harness.FreePort(t)
@@ -67,14 +68,22 @@ func TestKubeletConfigFile(t *testing.T) {
 		}
 	}
 
-	var warned []string
+	var warned, unwatched []string
 	for _, line := range strings.Split(d.Out.String(), "\n") {
-		if strings.Contains(line, "evictionHard") {
+		if strings.Contains(line, "clusterDNS") {
 			warned = append(warned, line)
 		}
+		if strings.Contains(line, "memory.available") {
+			unwatched = append(unwatched, line)
+		}
 	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || !strings.Contains(warned[0], "clusterDNS") {
-		t.Errorf("log lines naming evictionHard: %q, want one warning (that also names clusterDNS)", warned)
+	if len(warned) != 1 || !strings.Contains(warned[0], "level=WARN") || strings.Contains(warned[0], "evictionHard") {
+		t.Errorf("log lines naming clusterDNS: %q, want one warning, which does not name evictionHard (honoured)", warned)
+	}
+	// evictionHard's nodefs.available is honoured; memory.available has
+	// no effect, said once.
+	if len(unwatched) != 1 || !strings.Contains(unwatched[0], "level=INFO") {
+		t.Errorf("log lines naming memory.available: %q, want one at info", unwatched)
 	}
 	if strings.Contains(d.Out.String(), "cgroupDriver") {
 		t.Errorf("staticlet warned about cgroupDriver:\n%s", d.Out.String())

@@ -135,8 +135,9 @@ var rules = map[string]rule{
 	// k8s.io/api: no code of staticlet's own.
 	"internal/kubeapi/openapi": {product, nil},
 	// The kubelet's config file (run --config), parsed and applied to
-	// the variables behind run's flags.
-	"internal/kubeletconfig": {product, nil},
+	// the variables behind run's flags; diskpressure to check and merge
+	// evictionHard.
+	"internal/kubeletconfig": {product, []string{"internal/diskpressure"}},
 	// The Prometheus metrics: fed by cmd with what the adapters report,
 	// and reading the pods' statuses it is handed, so pod alone.
 	"internal/metrics": {product, []string{"internal/pod"}},
