@@ -389,3 +389,57 @@ func TestPodLogsMaxTotal(t *testing.T) {
 		t.Errorf("staticlet's log does not tell of the removal:\n%s", out)
 	}
 }
+
+// TestEvictionHard: a threshold of --eviction-hard, or of the config
+// file's evictionHard, above the size of --root-dir's small filesystem
+// reports DiskPressure, the message naming the threshold as given and
+// the space available in its units; the signals staticlet does not
+// watch are named once in the log.
+func TestEvictionHard(t *testing.T) {
+	e := harness.NewEnv(t)
+	mountTmpfs(t, e.Root, "16m")
+	d := e.Start("--eviction-hard", "nodefs.available<1Gi")
+	waitNode(t, d, true)
+	wantPressure(t, d, e.Root+": nodefs.available ", "Mi < 1Gi")
+	d.Stop()
+
+	file := filepath.Join(e.Dir, "kubelet-config.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+evictionHard:
+  nodefs.available: 2Gi
+  memory.available: 100Mi
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Not e.Start, whose --eviction-hard would win over the file.
+	d = startFlags(e, append([]string{"run", "--config", file,
+		"--manifest-dir", e.Manifest, "--containerd-address", e.Ctrd.Address,
+		"--root-dir", e.Root, "--pod-logs-dir", e.Logs, "--node-name", harness.TestNode,
+	}, e.Net.Flags()...))
+	waitNode(t, d, true)
+	wantPressure(t, d, e.Root+": nodefs.available ", "Mi < 2Gi")
+	harness.WaitFor(t, 10*time.Second, "the signals without effect logged", func() (bool, string) {
+		out := d.Out.String()
+		return strings.Count(out, "memory.available") == 1 && strings.Contains(out, "have no effect"), out
+	})
+}
+
+// wantPressure checks describe node's DiskPressure message holds each of
+// parts, in order.
+func wantPressure(t *testing.T, d *harness.Daemon, parts ...string) {
+	t.Helper()
+	out, err := d.CLI("describe", "node")
+	rest, ok := out, err == nil
+	for _, p := range parts {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			ok = false
+			break
+		}
+		rest = rest[i+len(p):]
+	}
+	if !ok || !strings.Contains(out, "KubeletHasDiskPressure") {
+		t.Errorf("describe node = %q, %v; want the DiskPressure message with %q", out, err, parts)
+	}
+}

@@ -83,6 +83,9 @@ func bootStaticlet(t *testing.T, e *harness.Env, opts staticletOptions) *staticl
 		// of these tests: above the default 85% the image GC warns.
 		"--image-gc-high-threshold=100",
 		"--image-gc-low-threshold=99",
+		// So are the root dir and the logs: under the default 10% free
+		// the node would report DiskPressure and warn.
+		"--eviction-hard=nodefs.available<1%,nodefs.inodesFree<1%",
 	}, e.Net.Flags()...)
 	args = append(args, opts.Args...)
 	writeRootFile(t, root, "/etc/default/staticlet", []byte(fmt.Sprintf("STATICLET_ARGS=%q\n", strings.Join(args, " "))))

@@ -235,6 +235,12 @@ func (e *Env) Start(extra ...string) *Daemon {
 		// of the GC sets its own thresholds.
 		"--image-gc-high-threshold", "100",
 		"--image-gc-low-threshold", "99",
+		// The root dir and the logs are on the test host's disk too:
+		// under the default 10% free every status would add
+		// DiskPressure. A full tmpfs (0% free) still crosses 1%; a test
+		// of the thresholds gives its own, which come later and win for
+		// the signals they name.
+		"--eviction-hard", "nodefs.available<1%,nodefs.inodesFree<1%",
 	}, e.Net.Flags()...)
 	args = append(args, driverFlags()...)
 	args = append(args, extra...)
