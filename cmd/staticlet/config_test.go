@@ -165,6 +165,7 @@ func TestPackagedConfig(t *testing.T) {
 		"pod-max-pids":            strconv.FormatInt(cfg.runtime.podPidsLimit, 10),
 	}
 	got["shutdown-grace-period-critical-pods"] = cfg.shutdown.CriticalGracePeriod.String()
+	got["eviction-hard"] = (&evictionHardFlag{m: &cfg.node.evictionHard}).String()
 	flags := runCommand().Flags()
 	for name, value := range got {
 		if want := flags.Lookup(name).DefValue; value != want {
