@@ -149,7 +149,7 @@ func TestUpgradeFromPreviousBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := harness.NewEnv(t)
-	e.Bin = old
+	e.Bin, e.Earlier = old, true
 	d := e.Start()
 	pods := []*upgradePod{{name: "host"}, {name: "net"}}
 	for i, p := range pods {
@@ -198,7 +198,7 @@ func TestUpgradeFromPreviousBuild(t *testing.T) {
 	}
 
 	// The current build takes over.
-	e.Bin = ""
+	e.Bin, e.Earlier = "", false
 	d = e.Start()
 	for _, p := range pods {
 		name := p.name + "-" + harness.TestNode

@@ -121,6 +121,10 @@ type Env struct {
 	Net      *TestNet // the pod network of this test's staticlets
 	ExtraEnv []string // added to the environment of staticlets started
 	Bin      string   // the staticlet binary to run; Binary(t) when empty
+	// Earlier says Bin is a build of an earlier commit: it is not given
+	// the flags that keep the host's disk out of the test, which it may
+	// not know.
+	Earlier bool
 }
 
 // NewEnv makes t's world; everything in it goes when t ends.
@@ -229,23 +233,33 @@ func (e *Env) Start(extra ...string) *Daemon {
 		"--node-name", TestNode,
 		"--file-check-frequency", "5s",
 		"--log-level", "debug",
-		// The image filesystem is the test host's disk, filled by
-		// whatever else the host holds: above the default 85% the image
-		// GC would remove images between a test's pods and warn. A test
-		// of the GC sets its own thresholds.
-		"--image-gc-high-threshold", "100",
-		"--image-gc-low-threshold", "99",
-		// The root dir and the logs are on the test host's disk too:
-		// under the default 10% free every status would add
-		// DiskPressure. A full tmpfs (0% free) still crosses 1%; a test
-		// of the thresholds gives its own, which come later and win for
-		// the signals they name.
-		"--eviction-hard", "nodefs.available<1%,nodefs.inodesFree<1%",
 	}, e.Net.Flags()...)
+	if !e.Earlier {
+		args = append(args, hostDiskFlags()...)
+	}
 	args = append(args, driverFlags()...)
 	args = append(args, extra...)
 	e.Launch(d, args, "NOTIFY_SOCKET="+d.Notify.Path, "WATCHDOG_USEC=2000000")
 	return d
+}
+
+// hostDiskFlags keep the test host's disk out of the tests.
+//
+// The image filesystem is the host's disk, filled by whatever else the
+// host holds: above the default 85% the image GC would remove images
+// between a test's pods and warn. A test of the GC sets its own
+// thresholds.
+//
+// The root dir and the logs are on the host's disk too: under the
+// default 10% free every status would add DiskPressure. A full tmpfs (0%
+// free) still crosses 1%; a test of the thresholds gives its own, which
+// come later and win for the signals they name.
+func hostDiskFlags() []string {
+	return []string{
+		"--image-gc-high-threshold", "100",
+		"--image-gc-low-threshold", "99",
+		"--eviction-hard", "nodefs.available<1%,nodefs.inodesFree<1%",
+	}
 }
 
 // driverFlags choose the cgroup driver STATICLET_TEST_CGROUP_DRIVER names
