@@ -315,17 +315,18 @@ func (l *loop) read(c *conn, i int) {
 	}
 }
 
-// endStream stops reading c's stream i, and writes its unterminated last
-// line.
+// endStream writes c's stream i's unterminated last line, then stops
+// reading it. In that order: once the pipe is closed, the writer sees
+// EPIPE and may look for that line in the log.
 func (l *loop) endStream(c *conn, i int) {
 	if c.pipes[i] < 0 {
 		return
 	}
+	_ = c.w.EndStream(streams[i])
 	l.unwatch(c.pipes[i])
 	delete(l.byFD, c.pipes[i])
 	unix.Close(c.pipes[i])
 	c.pipes[i] = -1
-	_ = c.w.EndStream(streams[i])
 }
 
 // finish ends c: its streams, its log, and its connection. With told, the
